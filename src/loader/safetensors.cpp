@@ -1,0 +1,108 @@
+#include "loader/safetensors.h"
+
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace k3 {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+    case DType::f32: return "F32";
+    case DType::u8: return "U8";
+  }
+  return "?";
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::bf16:
+    case DType::f16: return 2;
+    case DType::f32: return 4;
+    case DType::u8: return 1;
+  }
+  return 0;
+}
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string TensorInfo::shape_str() const { return k3::shape_str(shape); }
+
+namespace {
+
+DType parse_dtype(const std::string& s, const std::string& where) {
+  if (s == "BF16") return DType::bf16;
+  if (s == "F16") return DType::f16;
+  if (s == "F32") return DType::f32;
+  if (s == "U8") return DType::u8;
+  fail(where, ": unsupported dtype '", s, "' (supported: BF16, F16, F32, U8)");
+}
+
+TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, const uint8_t* base,
+                       size_t data_size, const std::string& path) {
+  std::string where = path + ": tensor '" + name + "'";
+  check(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"),
+        where, ": header entry needs dtype, shape and data_offsets");
+  check(e["dtype"].is_string(), where, ": dtype must be a string");
+  TensorInfo t;
+  t.name = name;
+  t.file = path;
+  t.dtype = parse_dtype(e["dtype"].get<std::string>(), where);
+  check(e["shape"].is_array(), where, ": shape must be a list");
+  for (const auto& d : e["shape"]) {
+    check(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), where,
+          ": bad dimension ", d.dump());
+    t.shape.push_back(d.get<int64_t>());
+  }
+  const auto& off = e["data_offsets"];
+  check(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+            off[1].is_number_unsigned(),
+        where, ": data_offsets must be two non-negative integers");
+  uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+  check(begin <= end && end <= data_size, where, ": data_offsets [", begin, ", ", end,
+        ") run past the end of the data (", data_size, " bytes; truncated file?)");
+  uint64_t want = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype);
+  check(end - begin == want, where, ": holds ", end - begin, " bytes but ", dtype_name(t.dtype),
+        " ", t.shape_str(), " needs ", want);
+  t.data = base + begin;
+  t.nbytes = end - begin;
+  return t;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : file_(std::make_unique<MappedFile>(path)) {
+  const uint8_t* p = file_->data();
+  size_t size = file_->size();
+  check(size >= 8, path, ": file is ", size, " bytes, too short for a safetensors header");
+  uint64_t n = 0;
+  std::memcpy(&n, p, 8);
+  check(n <= size - 8, path, ": header length ", n, " exceeds the file size ", size,
+        " (truncated or not a safetensors file)");
+  nlohmann::json header = nlohmann::json::parse(p + 8, p + 8 + n, nullptr, false);
+  check(!header.is_discarded() && header.is_object(), path,
+        ": corrupt safetensors header (not a JSON object)");
+  const uint8_t* base = p + 8 + n;
+  size_t data_size = size - 8 - n;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    tensors_.emplace(it.key(), parse_entry(it.key(), it.value(), base, data_size, path));
+  }
+}
+
+}  // namespace k3

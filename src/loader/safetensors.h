@@ -1,0 +1,49 @@
+// Safetensors reading (spec §9.1): u64 LE header length N, N bytes of JSON
+// {name: {dtype, shape, data_offsets: [begin, end)}} with offsets relative to byte 8+N, then data.
+// Tensors point into the memory-mapped file: nothing is copied.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+
+namespace k3 {
+
+enum class DType { bf16, f16, f32, u8 };
+
+const char* dtype_name(DType t);
+size_t dtype_size(DType t);
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+  std::string file;  // shard path, for messages
+
+  int64_t numel() const;
+  std::string shape_str() const;  // "[3, 48]"
+};
+
+// One safetensors file, mapped. Every header field is validated on open: a corrupt header,
+// offsets past the end, a size that does not match dtype x shape, or an unknown dtype throws
+// k3::Error naming the file and the tensor.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);
+  const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
+  const std::string& path() const { return file_->path(); }
+
+ private:
+  std::unique_ptr<MappedFile> file_;
+  std::map<std::string, TensorInfo> tensors_;
+};
+
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace k3

@@ -1,0 +1,239 @@
+#include "model/init.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/bf16.h"
+#include "core/error.h"
+#include "loader/safetensors_writer.h"
+#include "loader/tensor_table.h"
+#include "model/hparams.h"
+#include "ops/mxfp4/mxfp4.h"
+
+namespace k3 {
+namespace fs = std::filesystem;
+namespace {
+
+uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t hash_name(const std::string& s) {  // FNV-1a
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(mix64(seed)) {}
+  double uniform() { return static_cast<double>((s_ = mix64(s_)) >> 11) * 0x1.0p-53; }
+  double normal() {  // Box-Muller
+    double u = uniform(), v = uniform();
+    return std::sqrt(-2.0 * std::log(u + 1e-300)) * std::cos(6.283185307179586 * v);
+  }
+
+ private:
+  uint64_t s_;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The value of element `col` of row `row` for a tensor; `rng` is seeded per row.
+// Scales keep activations O(1): linear weights ~ N(0, 1/in), norms ~ 1 ± 0.1, AttnRes
+// projections ~ N(0, 1/d) so mixing scores are O(1) and the softmax is far from uniform.
+struct InitRule {
+  enum Kind { normal, one_plus, log_uniform_a, uniform } kind = normal;
+  double a = 0, b = 1;
+};
+
+InitRule rule_for(const std::string& name, const std::vector<int64_t>& shape, const HParams& hp) {
+  const double in = static_cast<double>(shape.back());
+  if (ends_with(name, "embed_tokens.weight")) return {InitRule::normal, 0, 1};
+  if (ends_with(name, "_res_proj.weight")) return {InitRule::normal, 0, 2.0 / std::sqrt(in)};
+  if (ends_with(name, "norm.weight")) return {InitRule::one_plus, 0, 0.1};
+  if (ends_with(name, "A_log")) return {InitRule::log_uniform_a, 0.6, 2.7};
+  if (ends_with(name, "dt_bias")) return {InitRule::normal, 0, 0.5};
+  if (ends_with(name, "conv1d.weight")) return {InitRule::normal, 0, 0.5};
+  if (ends_with(name, "e_score_correction_bias")) return {InitRule::normal, 0, 0.02};
+  if (ends_with(name, "gate.weight")) return {InitRule::normal, 0, 2.0 / std::sqrt(in)};
+  (void)hp;
+  return {InitRule::normal, 0, 1.0 / std::sqrt(in)};
+}
+
+void fill_row(const InitRule& r, Rng& rng, int64_t row, int64_t n, int64_t n_used_a_log,
+              float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    switch (r.kind) {
+      case InitRule::normal: out[i] = static_cast<float>(r.a + r.b * rng.normal()); break;
+      case InitRule::one_plus: out[i] = static_cast<float>(1.0 + r.b * rng.normal()); break;
+      case InitRule::uniform: out[i] = static_cast<float>(r.a + (r.b - r.a) * rng.uniform()); break;
+      case InitRule::log_uniform_a:  // exp(A) in [a, b] for used heads; padding stays 0
+        out[i] = row * n + i < n_used_a_log
+                     ? static_cast<float>(std::log(r.a + (r.b - r.a) * rng.uniform()))
+                     : 0.0f;
+        break;
+    }
+  }
+}
+
+struct Planned {
+  PlannedTensor t;
+  std::string shard;
+};
+
+class Generator {
+ public:
+  Generator(const HParams& hp, const InitOptions& opt) : hp_(hp), opt_(opt) {}
+
+  // Streams one tensor into w. MXFP4 scale tensors reuse the scales chosen for their packed
+  // partner, which the table always lists first.
+  void write(const PlannedTensor& t, SafetensorsWriter& w) {
+    if (ends_with(t.name, ".weight_scale")) {
+      auto it = pending_scales_.find(t.name);
+      check(it != pending_scales_.end(), "internal: scales for ", t.name, " not generated");
+      w.append(it->second.data(), it->second.size());
+      pending_scales_.erase(it);
+      return;
+    }
+    const bool packed = ends_with(t.name, ".weight_packed");
+    const int64_t rows = t.shape.size() == 1 ? 1 : t.shape[0];
+    const int64_t cols = packed ? 2 * t.shape[1] : row_numel(t);
+    const std::string logical = packed ? t.name.substr(0, t.name.size() - 7) : t.name;  // "weight"
+    const InitRule rule = rule_for(logical, {rows, cols}, hp_);
+    const uint64_t seed = opt_.seed ^ hash_name(logical);
+    std::vector<uint8_t> scales;
+    if (packed) scales.resize(static_cast<size_t>(rows * cols / kMxfp4Group));
+    const int64_t block = std::max<int64_t>(1, (8 << 20) / std::max<int64_t>(cols * 4, 1));
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t nr = std::min(block, rows - r0);
+      std::vector<uint8_t> bytes(static_cast<size_t>(nr) * row_bytes(t, cols));
+#pragma omp parallel for schedule(static)
+      for (int64_t r = r0; r < r0 + nr; ++r) {
+        std::vector<float> v(static_cast<size_t>(cols));
+        Rng rng(mix64(seed + static_cast<uint64_t>(r)));
+        fill_row(rule, rng, r, cols, hp_.kda.n_head, v.data());
+        uint8_t* dst = bytes.data() + (r - r0) * row_bytes(t, cols);
+        encode_row(t, v, packed ? &scales[r * cols / kMxfp4Group] : nullptr, dst);
+      }
+      w.append(bytes.data(), bytes.size());
+      done_ += bytes.size();
+      if (opt_.progress) opt_.progress(done_, total_);
+    }
+    if (packed) pending_scales_[logical + "weight_scale"] = std::move(scales);
+  }
+  void set_total(uint64_t total) { total_ = total; }
+
+ private:
+  static int64_t row_numel(const PlannedTensor& t) {
+    int64_t n = 1;
+    for (size_t i = 1; i < t.shape.size(); ++i) n *= t.shape[i];
+    return t.shape.size() == 1 ? t.shape[0] : n;
+  }
+  static size_t row_bytes(const PlannedTensor& t, int64_t cols) {
+    return t.dtype == DType::u8 ? static_cast<size_t>(cols / 2) : cols * dtype_size(t.dtype);
+  }
+  static void encode_row(const PlannedTensor& t, std::vector<float>& v, uint8_t* scales,
+                         uint8_t* dst) {
+    const int64_t cols = static_cast<int64_t>(v.size());
+    if (scales) {
+      for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
+        scales[g] = mxfp4_choose_scale(&v[g * kMxfp4Group], kMxfp4Group);
+      }
+      mxfp4_encode_row(v.data(), scales, cols, dst);
+    } else if (t.dtype == DType::bf16) {
+      for (int64_t i = 0; i < cols; ++i) {
+        uint16_t b = f32_to_bf16(v[i]);
+        std::memcpy(dst + 2 * i, &b, 2);
+      }
+    } else {
+      std::memcpy(dst, v.data(), v.size() * 4);
+    }
+  }
+
+  const HParams& hp_;
+  const InitOptions& opt_;
+  std::map<std::string, std::vector<uint8_t>> pending_scales_;
+  uint64_t done_ = 0, total_ = 0;
+};
+
+nlohmann::json full_config(const nlohmann::json& config, bool mxfp4) {
+  nlohmann::json top = config.contains("text_config") ? config : nlohmann::json::object();
+  if (!config.contains("text_config")) top["text_config"] = config;
+  top["architectures"] = {"KimiK3ForConditionalGeneration"};
+  top["model_type"] = "kimi_k3";
+  if (mxfp4 && !top.contains("quantization_config")) {
+    top["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "mxfp4-pack-quantized"},
+        {"quantization_status", "compressed"},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}},
+            {"format", "mxfp4-pack-quantized"},
+            {"weights",
+             {{"num_bits", 4}, {"type", "float"}, {"group_size", 32}, {"strategy", "group"},
+              {"symmetric", true}, {"dynamic", false}, {"observer", "minmax"},
+              {"scale_dtype", "torch.uint8"}}},
+            {"input_activations", nullptr},
+            {"output_activations", nullptr}}}}},
+        {"ignore",
+         {".*self_attn.*", ".*shared_experts.*", ".*mlp\\.(gate|up|gate_up|down)_proj.*",
+          ".*lm_head.*", ".*vision_tower.*", ".*mm_projector.*"}}};
+  }
+  return top;
+}
+
+}  // namespace
+
+void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
+                     const InitOptions& opt) {
+  const nlohmann::json top = full_config(config, opt.mxfp4);
+  const HParams hp = hparams_from_json(top, "config");
+  // Plan: official dtype and shape of every tensor in the table, cut into shards.
+  std::vector<std::vector<PlannedTensor>> shards(1);
+  uint64_t shard_size = 0, total = 0;
+  for (const TensorSpec& s : expected_tensors(hp)) {
+    PlannedTensor t{s.name, s.dtypes[0], s.shapes[0]};
+    if (shard_size > 0 && shard_size + t.nbytes() > opt.shard_bytes) {
+      shards.emplace_back();
+      shard_size = 0;
+    }
+    shards.back().push_back(t);
+    shard_size += t.nbytes();
+    total += t.nbytes();
+  }
+  fs::create_directories(out_dir);
+  Generator gen(hp, opt);
+  gen.set_total(total);
+  nlohmann::ordered_json index;
+  index["metadata"] = {{"total_size", total}};
+  char name[64];
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::snprintf(name, sizeof name, "model-%05zu-of-%06zu.safetensors", i + 1, shards.size());
+    SafetensorsWriter w((fs::path(out_dir) / name).string(), shards[i]);
+    for (const PlannedTensor& t : shards[i]) {
+      gen.write(t, w);
+      index["weight_map"][t.name] = name;
+    }
+    w.finish();
+  }
+  std::ofstream(fs::path(out_dir) / "model.safetensors.index.json") << index.dump(2) << "\n";
+  std::ofstream cfg(fs::path(out_dir) / "config.json");
+  cfg << top.dump(2) << "\n";
+  check(cfg.good(), "error writing ", out_dir, "/config.json");
+}
+
+}  // namespace k3

@@ -1,0 +1,27 @@
+// Random-initialised checkpoints in the official layout (`k3 init`), for tests and
+// benchmarks. Every tensor is generated row by row from a seed derived from (seed, name, row),
+// so output is deterministic, parallel, and streamed to disk: a full-width K3 slice of tens
+// of GB never sits in memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace k3 {
+
+struct InitOptions {
+  uint64_t seed = 0;
+  bool mxfp4 = false;                       // pack routed experts as MXFP4
+  uint64_t shard_bytes = 4ull << 30;        // start a new shard past this size
+  std::function<void(uint64_t done, uint64_t total)> progress;  // optional
+};
+
+// Writes config.json, model.safetensors.index.json and the shards into out_dir (created).
+// `config` is a full top-level config (with text_config) or a bare text config.
+void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
+                     const InitOptions& opt);
+
+}  // namespace k3

@@ -1,0 +1,24 @@
+// Block Attention Residuals mixing operator (spec §5.1), per token:
+//   candidates v_0 … v_{n-1} (sealed slots, then the current prefix sum LAST)
+//   s_i = Σ_d v_i[d] · ρ_i · w[d],   ρ_i = 1/sqrt(mean(v_i²) + eps),   w = w_norm ⊙ w_proj
+//   out = Σ_i softmax(s)_i · v_i      (scores from normalised candidates, mix of RAW ones)
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+struct AttnResShape {
+  int64_t n = 0;  // candidates (>= 1)
+  int64_t T = 0;  // tokens
+  int64_t d = 0;  // width
+};
+
+// cands[i] points to [T, d]; w [d]; out [T, d] (must not alias a candidate).
+void attn_res_mix(const float* const* cands, AttnResShape s, const float* w, float eps, float* out);
+
+// Plain double reference (tests only).
+void attn_res_mix_ref(const float* const* cands, AttnResShape s, const float* w, float eps,
+                      float* out);
+
+}  // namespace k3

@@ -1,0 +1,24 @@
+// Depthwise causal short convolution + SiLU (KDA q/k/v, spec §3.3):
+//   y[t, c] = SiLU( Σ_{j<W} w[c, j] · x[t - (W-1) + j, c] )
+// Tap W-1 multiplies the current token. `state` [C, W-1] holds the previous W-1 inputs per
+// channel (oldest first; zeros at sequence start) and is updated, so a sequence processed in
+// pieces gives the same output as in one call.
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+struct Conv1dShape {
+  int64_t T = 0;  // tokens
+  int64_t C = 0;  // channels
+  int64_t W = 4;  // kernel width
+};
+
+// x [T, C], w [C, W], state [C, W-1] (in/out), y [T, C] (may not alias x).
+void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShape s, float* y);
+
+// Reference: the same sum written over an explicit zero-padded history, in double.
+void causal_conv1d_silu_ref(const float* x, const float* w, float* state, Conv1dShape s, float* y);
+
+}  // namespace k3

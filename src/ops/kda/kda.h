@@ -1,0 +1,38 @@
+// Kimi Delta Attention core (spec §3.6, §3.8), per head h, state S ∈ R^{K×V} (rows: key
+// channel), fp32. For each token t, with α_t = exp(g_t) (per key channel):
+//   S̄   = Diag(α_t) S
+//   S   = S̄ + β_t k_t (v_t − S̄ᵀ k_t)ᵀ
+//   o_t = Sᵀ q_t
+// q and k arrive already L2-normalised (q also scaled); g is the log decay (g ≤ 0).
+// Two implementations of the same maths:
+//   kda_recurrent  token by token (decode; also the reference),
+//   kda_chunked    chunkwise-parallel WY/UT form, chunk C (prefill).
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+struct KdaShape {
+  int64_t T = 0;  // tokens
+  int64_t H = 0;  // heads
+  int64_t K = 0;  // key dim
+  int64_t V = 0;  // value dim
+};
+
+struct KdaInputs {
+  const float* q;     // [T, H, K]
+  const float* k;     // [T, H, K]
+  const float* v;     // [T, H, V]
+  const float* g;     // [T, H, K] log decay
+  const float* beta;  // [T, H]
+};
+
+// S [H, K, V] in/out; o [T, H, V].
+void kda_recurrent(const KdaInputs& in, KdaShape s, float* S, float* o);
+void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk = 64);
+
+// Plain double-precision reference of the recurrence (tests only).
+void kda_recurrent_ref(const KdaInputs& in, KdaShape s, float* S, float* o);
+
+}  // namespace k3

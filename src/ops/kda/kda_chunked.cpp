@@ -1,0 +1,123 @@
+// Chunkwise-parallel KDA (spec §3.8). Within a chunk of n ≤ C tokens, with Γ_r = Σ_{s≤r} g_s:
+//   M[r,s] = β_r Σ_i k_r[i] k_s[i] e^{Γ_r[i]−Γ_s[i]}            (s < r)
+//   W = (I+M)⁻¹ (β ⊙ e^Γ ⊙ K),  U = (I+M)⁻¹ (β ⊙ V)             (forward substitution)
+//   Ṽ = U − W S                                                  (new values)
+//   o_r = (q_r ⊙ e^{Γ_r})ᵀ S + Σ_{s≤r} [Σ_i q_r[i] k_s[i] e^{Γ_r[i]−Γ_s[i]}] Ṽ_s
+//   S ← Diag(e^{Γ_n}) S + Σ_s (e^{Γ_n−Γ_s} ⊙ k_s) Ṽ_sᵀ
+// Decays are formed pairwise as e^{Γ_r−Γ_s} ∈ (0, 1] so nothing overflows however long the
+// chunk's cumulative decay is.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/kda/kda.h"
+
+namespace k3 {
+namespace {
+
+struct ChunkScratch {
+  std::vector<float> gamma, decay, M, W, U, Vn, qs;
+  ChunkScratch(int64_t C, int64_t K, int64_t V)
+      : gamma(C * K), decay(C * C * K), M(C * C), W(C * K), U(C * V), Vn(C * V), qs(K) {}
+};
+
+// Gathers row t of head h from a [T, H, D] tensor.
+inline const float* row(const float* base, int64_t t, int64_t h, int64_t H, int64_t D) {
+  return base + (t * H + h) * D;
+}
+
+void chunk_step(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t n, float* S,
+                float* o, ChunkScratch& w) {
+  const int64_t H = s.H, K = s.K, V = s.V;
+  // Γ [n, K]: cumulative log decay; decay[r][s][i] = e^{Γ_r[i]−Γ_s[i]} for s ≤ r.
+  for (int64_t r = 0; r < n; ++r) {
+    const float* g = row(in.g, t0 + r, h, H, K);
+    for (int64_t i = 0; i < K; ++i) w.gamma[r * K + i] = (r ? w.gamma[(r - 1) * K + i] : 0.f) + g[i];
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c <= r; ++c) {
+      float* d = &w.decay[(r * n + c) * K];
+      for (int64_t i = 0; i < K; ++i) d[i] = std::exp(w.gamma[r * K + i] - w.gamma[c * K + i]);
+    }
+  }
+  // W and U by forward substitution through (I + M).
+  for (int64_t r = 0; r < n; ++r) {
+    const float* kr = row(in.k, t0 + r, h, H, K);
+    const float* vr = row(in.v, t0 + r, h, H, V);
+    const float br = in.beta[(t0 + r) * H + h];
+    float* Wr = &w.W[r * K];
+    float* Ur = &w.U[r * V];
+    for (int64_t i = 0; i < K; ++i) Wr[i] = br * std::exp(w.gamma[r * K + i]) * kr[i];
+    for (int64_t j = 0; j < V; ++j) Ur[j] = br * vr[j];
+    for (int64_t c = 0; c < r; ++c) {
+      const float* kc = row(in.k, t0 + c, h, H, K);
+      const float* d = &w.decay[(r * n + c) * K];
+      float m = 0;
+      for (int64_t i = 0; i < K; ++i) m += kr[i] * kc[i] * d[i];
+      m *= br;
+      for (int64_t i = 0; i < K; ++i) Wr[i] -= m * w.W[c * K + i];
+      for (int64_t j = 0; j < V; ++j) Ur[j] -= m * w.U[c * V + j];
+    }
+  }
+  // Ṽ = U − W S, and the inter-chunk part of the output.
+  for (int64_t r = 0; r < n; ++r) {
+    float* vn = &w.Vn[r * V];
+    float* orow = o + ((t0 + r) * H + h) * V;
+    const float* qr = row(in.q, t0 + r, h, H, K);
+    for (int64_t j = 0; j < V; ++j) {
+      vn[j] = w.U[r * V + j];
+      orow[j] = 0;
+    }
+    for (int64_t i = 0; i < K; ++i) {
+      const float wi = w.W[r * K + i];
+      const float qi = qr[i] * std::exp(w.gamma[r * K + i]);
+      const float* Si = S + i * V;
+      for (int64_t j = 0; j < V; ++j) {
+        vn[j] -= wi * Si[j];
+        orow[j] += qi * Si[j];
+      }
+    }
+  }
+  // Intra-chunk output.
+  for (int64_t r = 0; r < n; ++r) {
+    const float* qr = row(in.q, t0 + r, h, H, K);
+    float* orow = o + ((t0 + r) * H + h) * V;
+    for (int64_t c = 0; c <= r; ++c) {
+      const float* kc = row(in.k, t0 + c, h, H, K);
+      const float* d = &w.decay[(r * n + c) * K];
+      float a = 0;
+      for (int64_t i = 0; i < K; ++i) a += qr[i] * kc[i] * d[i];
+      for (int64_t j = 0; j < V; ++j) orow[j] += a * w.Vn[c * V + j];
+    }
+  }
+  // State update to the end of the chunk.
+  const float* gl = &w.gamma[(n - 1) * K];
+  for (int64_t i = 0; i < K; ++i) {
+    float* Si = S + i * V;
+    const float a = std::exp(gl[i]);
+    for (int64_t j = 0; j < V; ++j) Si[j] *= a;
+    for (int64_t c = 0; c < n; ++c) {
+      const float kd = row(in.k, t0 + c, h, H, K)[i] * w.decay[((n - 1) * n + c) * K + i];
+      const float* vn = &w.Vn[c * V];
+      for (int64_t j = 0; j < V; ++j) Si[j] += kd * vn[j];
+    }
+  }
+}
+
+}  // namespace
+
+void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk) {
+#pragma omp parallel
+  {
+    ChunkScratch w(chunk, s.K, s.V);
+#pragma omp for schedule(static)
+    for (int64_t h = 0; h < s.H; ++h) {
+      float* Sh = S + h * s.K * s.V;
+      for (int64_t t0 = 0; t0 < s.T; t0 += chunk) {
+        chunk_step(in, s, h, t0, std::min(chunk, s.T - t0), Sh, o, w);
+      }
+    }
+  }
+}
+
+}  // namespace k3

@@ -1,0 +1,28 @@
+// Linear layers: y[T, rows] = x[T, cols] · W[rows, cols]^T, fp32 accumulation. W stays in its
+// stored format (BF16, F32 or MXFP4, memory-mapped) and is widened row by row on the fly.
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+enum class MatFormat { bf16, f32, mxfp4 };
+
+struct Mat {
+  int64_t rows = 0, cols = 0;
+  MatFormat format = MatFormat::f32;
+  const void* data = nullptr;        // [rows, cols] values, or [rows, cols/2] packed nibbles
+  const uint8_t* scales = nullptr;   // MXFP4 only: E8M0 [rows, cols/32]
+  bool empty() const { return data == nullptr; }
+};
+
+// out[cols] = W[r, :] as fp32.
+void mat_row(const Mat& w, int64_t r, float* out);
+
+// Plain reference, one dot product at a time in double; never optimised.
+void linear_ref(const float* x, int64_t T, const Mat& w, float* y);
+
+// Threaded, row-blocked version (each decoded weight row is reused across all T inputs).
+void linear(const float* x, int64_t T, const Mat& w, float* y);
+
+}  // namespace k3

@@ -1,0 +1,22 @@
+// MoE router (spec §6.3), per token, fp32:
+//   s = σ(logits);  sel = top-k of (s + bias)   (the bias only selects)
+//   w_e = s_e / Σ_sel s   when k > 1 and renormalize; w_e = s_e otherwise;  w *= scale
+// Ties in s + bias go to the lower expert id.
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+struct RouterParams {
+  int64_t n_expert = 0;
+  int64_t top_k = 0;
+  bool renormalize = true;
+  float scale = 1.0f;  // routed_scaling_factor
+};
+
+// logits [n_expert], bias [n_expert] -> sel [top_k] (ascending expert id), weight [top_k].
+void route_token(const float* logits, const float* bias, RouterParams p, int32_t* sel,
+                 float* weight);
+
+}  // namespace k3

@@ -1,0 +1,21 @@
+#include "ops/situ/situ.h"
+
+#include <cmath>
+
+namespace k3 {
+
+double situ_glu_ref(double a, double b, SituParams p) {
+  const double gate = p.beta * std::tanh(a / p.beta) / (1.0 + std::exp(-a));
+  return gate * p.linear_beta * std::tanh(b / p.linear_beta);
+}
+
+void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float* out) {
+  const float inv_b1 = 1.0f / p.beta, inv_b2 = 1.0f / p.linear_beta;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = gate[i], b = up[i];
+    const float g = p.beta * std::tanh(a * inv_b1) / (1.0f + std::exp(-a));
+    out[i] = g * (p.linear_beta * std::tanh(b * inv_b2));
+  }
+}
+
+}  // namespace k3

@@ -1,0 +1,20 @@
+// SiTU-GLU (spec §6.1): φ(a, b) = β₁·tanh(a/β₁)·σ(a) · β₂·tanh(b/β₂).
+// The gate branch lies in [-0.2698, β₁) and the up branch is soft-capped at ±β₂, so the
+// activation is bounded (a = b = 40 gives 92.17 where SwiGLU gives 1600).
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+struct SituParams {
+  float beta = 4.0f;         // activation_situ_beta (gate soft cap)
+  float linear_beta = 25.0f; // activation_situ_linear_beta (up-branch soft cap)
+};
+
+double situ_glu_ref(double a, double b, SituParams p);
+
+// out[i] = φ(gate[i], up[i]); out may alias gate.
+void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float* out);
+
+}  // namespace k3

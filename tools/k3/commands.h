@@ -1,0 +1,11 @@
+// The `k3` subcommands. Each lives in its own cmd_<name>.cpp and is listed once in main.cpp.
+// A command returns the process exit code; it may throw k3::Error, which main() reports.
+#pragma once
+
+namespace k3::cli {
+
+int cmd_init(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
+
+}  // namespace k3::cli
