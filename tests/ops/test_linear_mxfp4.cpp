@@ -1,0 +1,108 @@
+// linear (BF16 / F32 / MXFP4 weights) against the double reference, and MXFP4 decoding.
+#include <gtest/gtest.h>
+
+#include "core/bf16.h"
+#include "ops/harness.h"
+#include "ops/linear/linear.h"
+#include "ops/mxfp4/mxfp4.h"
+
+#include <cstring>
+
+namespace k3::test {
+namespace {
+
+// Random weight storage for a Mat of the given format; kept alive by the returned vectors.
+struct Weight {
+  std::vector<uint8_t> bytes, scales;
+  Mat mat;
+};
+
+Weight random_weight(std::mt19937_64& rng, int64_t rows, int64_t cols, MatFormat f) {
+  Weight w;
+  std::vector<float> v = randn(rng, rows * cols, 1.0 / std::sqrt(cols));
+  if (f == MatFormat::f32) {
+    w.bytes.resize(v.size() * 4);
+    std::memcpy(w.bytes.data(), v.data(), w.bytes.size());
+  } else if (f == MatFormat::bf16) {
+    w.bytes.resize(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint16_t b = f32_to_bf16(v[i]);
+      std::memcpy(&w.bytes[2 * i], &b, 2);
+    }
+  } else {
+    w.bytes.resize(rows * cols / 2);
+    w.scales.resize(rows * cols / 32);
+    std::uniform_int_distribution<int> byte(0, 255), exp(118, 126);
+    for (auto& b : w.bytes) b = static_cast<uint8_t>(byte(rng));
+    for (auto& s : w.scales) s = static_cast<uint8_t>(exp(rng));
+  }
+  w.mat = Mat{rows, cols, f, w.bytes.data(), w.scales.empty() ? nullptr : w.scales.data()};
+  return w;
+}
+
+OpCase linear_case(int64_t T, int64_t rows, int64_t cols, MatFormat f) {
+  const char* fname[] = {"bf16", "f32", "mxfp4"};
+  return {"linear", cat_shape(T, rows, cols) + " " + fname[static_cast<int>(f)], 2e-6,
+          [=](std::mt19937_64& rng) {
+            Weight w = random_weight(rng, rows, cols, f);
+            std::vector<float> x = randn(rng, T * cols), got(T * rows), ref(T * rows);
+            linear(x.data(), T, w.mat, got.data());
+            linear_ref(x.data(), T, w.mat, ref.data());
+            return Outputs{got, widen(ref)};
+          }};
+}
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> v;
+  for (MatFormat f : {MatFormat::bf16, MatFormat::f32, MatFormat::mxfp4}) {
+    for (int64_t T : {1, 3, 17}) {
+      for (auto [r, c] : {std::pair{1, 32}, {7, 64}, {64, 96}, {33, 160}, {9, 1024}}) {
+        v.push_back(linear_case(T, r, c, f));
+      }
+    }
+  }
+  // Decoding a row equals the element-by-element reference.
+  v.push_back({"mxfp4_decode_row", "rows=16 cols=256", 0, [](std::mt19937_64& rng) {
+                 Weight w = random_weight(rng, 16, 256, MatFormat::mxfp4);
+                 std::vector<float> got(16 * 256);
+                 std::vector<double> want(16 * 256);
+                 for (int64_t r = 0; r < 16; ++r) {
+                   mat_row(w.mat, r, &got[r * 256]);
+                   for (int64_t i = 0; i < 256; ++i)
+                     want[r * 256 + i] = mxfp4_value_ref(&w.bytes[r * 128], &w.scales[r * 8], i);
+                 }
+                 return Outputs{got, want};
+               }});
+  return v;
+}
+
+static Register reg(cases());
+
+TEST(Mxfp4, SpecVectorFromRealCheckpoint) {
+  // spec §11.3: layer 1 expert 0 w1 row 0, scale byte 121 (2^-6), first 8 packed bytes.
+  const uint8_t packed[8] = {0x16, 0xB9, 0xCE, 0x23, 0x85, 0xAB, 0x9B, 0xA2};
+  const uint8_t scale[1] = {121};
+  const float want[16] = {0.0625,   0.0078125, -0.0078125, -0.0234375, -0.0625,   -0.03125,
+                          0.0234375, 0.015625, 0.046875,   -0.0,       -0.0234375, -0.015625,
+                          -0.0234375, -0.0078125, 0.015625, -0.015625};
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(mxfp4_value_ref(packed, scale, i), want[i]) << i;
+}
+
+TEST(Mxfp4, ReencodeWithStoredScalesIsIdentity) {
+  // spec §11.4 item 5: decode, re-encode with the stored scales fixed, compare bytes.
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> byte(0, 255), exp(100, 140);
+  std::vector<uint8_t> packed(64 * 48), scales(64 * 3), again(64 * 48);
+  for (auto& b : packed) b = static_cast<uint8_t>(byte(rng));
+  for (auto& s : scales) s = static_cast<uint8_t>(exp(rng));
+  std::vector<float> row(96);
+  for (int r = 0; r < 64; ++r) {
+    mxfp4_decode_row(&packed[r * 48], &scales[r * 3], 96, row.data());
+    mxfp4_encode_row(row.data(), &scales[r * 3], 96, &again[r * 48]);
+  }
+  // -0 (code 8) and +0 (code 0) decode to values that compare equal but keep their sign bit.
+  EXPECT_EQ(packed, again);
+}
+
+}  // namespace
+}  // namespace k3::test
