@@ -111,7 +111,7 @@ class Generator {
     const bool packed = ends_with(t.name, ".weight_packed");
     const int64_t rows = t.shape.size() == 1 ? 1 : t.shape[0];
     const int64_t cols = packed ? 2 * t.shape[1] : row_numel(t);
-    const std::string logical = packed ? t.name.substr(0, t.name.size() - 7) : t.name;  // "weight"
+    const std::string logical = packed ? t.name.substr(0, t.name.size() - 7) : t.name;  // "…weight"
     const InitRule rule = rule_for(logical, {rows, cols}, hp_);
     const uint64_t seed = opt_.seed ^ hash_name(logical);
     std::vector<uint8_t> scales;
@@ -132,7 +132,7 @@ class Generator {
       done_ += bytes.size();
       if (opt_.progress) opt_.progress(done_, total_);
     }
-    if (packed) pending_scales_[logical + "weight_scale"] = std::move(scales);
+    if (packed) pending_scales_[logical + "_scale"] = std::move(scales);
   }
   void set_total(uint64_t total) { total_ = total; }
 

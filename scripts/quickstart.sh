@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Fresh machine to first output: install dependencies, build, make the default model if it is
+# not there yet, describe it, and run it on a prompt.
+# (Until the trained default model lands, the default model is a random-initialised K3-style
+# checkpoint made by `k3 init` from configs/default.json.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+K3_BUILD_TESTS=OFF ./scripts/build.sh
+MODEL=${K3_MODEL:-models/default}
+if [ ! -f "$MODEL/config.json" ]; then
+  ./build/bin/k3 init --config configs/default.json -o "$MODEL" --seed 1 --mxfp4
+fi
+./build/bin/k3 inspect -m "$MODEL"
+./build/bin/k3 logits -m "$MODEL" --ids 1,2,3,4,5,6,7,8 -o /tmp/k3-quickstart-logits.npy
+echo "quickstart: logits for 8 tokens written to /tmp/k3-quickstart-logits.npy"
