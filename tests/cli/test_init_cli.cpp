@@ -1,6 +1,7 @@
 // `k3 init`, `k3 inspect`, `k3 logits` as users run them.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -22,7 +23,8 @@ struct Result {
 };
 
 Result k3(const std::string& args) {
-  const fs::path log = fs::temp_directory_path() / "k3_cli_test_out.txt";
+  const fs::path log =
+      fs::temp_directory_path() / ("k3_cli_test_out_" + std::to_string(getpid()) + ".txt");
   const int raw = std::system((std::string(K3_CLI_PATH) + " " + args + " >" + log.string() + " 2>&1").c_str());
   std::ifstream f(log);
   std::stringstream ss;
@@ -121,7 +123,8 @@ TEST(Cli, InspectDescribesTheModel) {
 }
 
 TEST(Cli, LogitsWritesTheDocumentedNpy) {
-  const fs::path out = fs::temp_directory_path() / "k3_cli_logits.npy";
+  const fs::path out =
+      fs::temp_directory_path() / ("k3_cli_logits_" + std::to_string(getpid()) + ".npy");
   Result r = k3("logits -m " K3_SOURCE_DIR "/tests/data/models/c1_tiny --ids 5,6,7 --decode -o " + out.string());
   ASSERT_EQ(r.status, 0) << r.out;
   k3::NpyArray a = k3::npy_read_f32(out.string());

@@ -2,6 +2,7 @@
 // with status 1 and one message naming what is wrong. Each case breaks a copy of c1_tiny.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -24,8 +25,10 @@ struct CliRun {
   std::string err;
 };
 
+// ctest runs tests in parallel processes: each gets its own stderr file.
 CliRun run_cli(const std::string& args) {
-  const std::string err_file = fs::temp_directory_path() / "k3_bad_input_stderr.txt";
+  const std::string err_file =
+      fs::temp_directory_path() / ("k3_bad_input_stderr_" + std::to_string(getpid()) + ".txt");
   const std::string cmd = std::string(K3_CLI_PATH) + " " + args + " >/dev/null 2>" + err_file;
   const int raw = std::system(cmd.c_str());
   CliRun r;
