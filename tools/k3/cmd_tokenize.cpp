@@ -1,0 +1,49 @@
+// k3 tokenize: text -> token ids with the model's tokenizer (tiktoken.model +
+// tokenizer_config.json in the model directory).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "commands.h"
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer_io.h"
+
+namespace k3::cli {
+
+int cmd_tokenize(int argc, char** argv) {
+  Args args("tokenize", "-m DIR [-p TEXT | -f FILE | < stdin] [--json] [--no-special]",
+            "Print the token ids of a text, encoded exactly as K3's Hugging Face tokenizer does.\n"
+            "Special-token texts such as <|end_of_msg|> become their ids unless --no-special.\n"
+            "The text must be valid UTF-8.",
+            {
+                {"model", "m", "DIR",
+                 "model directory with tiktoken.model and tokenizer_config.json", ""},
+                {"prompt", "p", "TEXT", "the text to encode", ""},
+                {"file", "f", "FILE", "read the text from FILE (default: standard input)", ""},
+                {"json", "", "", "print a JSON array instead of space-separated ids", ""},
+                {"no-special", "", "", "encode special-token texts as ordinary text", ""},
+            });
+  if (!args.parse(argc, argv)) return 0;
+  check(args.positionals().empty(), "unexpected argument '",
+        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 tokenize --help)");
+  check(!(args.has("prompt") && args.has("file")), "give the text with -p or -f, not both");
+  Tokenizer tok = Tokenizer::load(args.str("model"));
+  std::string text = args.has("prompt") ? args.str("prompt")
+                     : args.has("file") ? read_input_file(args.str("file"))
+                                        : read_stdin();
+  std::vector<int32_t> ids = tok.encode(text, !args.has("no-special"));
+  std::string out;
+  if (args.has("json")) {
+    out = nlohmann::json(ids).dump();
+  } else {
+    for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+  }
+  out += "\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace k3::cli
