@@ -7,6 +7,7 @@ namespace k3::cli {
 int cmd_init(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 int cmd_cost(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);

@@ -19,6 +19,7 @@ const Command kCommands[] = {
     {"init", k3::cli::cmd_init, "write a random-initialised checkpoint in the official layout"},
     {"logits", k3::cli::cmd_logits, "write the logits of a token sequence as float32 .npy"},
     {"inspect", k3::cli::cmd_inspect, "summarise a checkpoint: config, schedule, sizes, memory"},
+    {"bench", k3::cli::cmd_bench, "prefill and decode tokens/s, median over repeats"},
     {"cost", k3::cli::cmd_cost, "the cost model: parameters, memory, MACs, MoE regimes, SiTU, QB"},
     {"tokenize", k3::cli::cmd_tokenize, "text to token ids with the model's tokenizer"},
     {"detokenize", k3::cli::cmd_detokenize, "token ids to text with the model's tokenizer"},
