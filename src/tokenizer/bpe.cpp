@@ -36,7 +36,7 @@ constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
 
 }  // namespace
 
-RankTable::RankTable(const std::vector<std::string>& tokens) {
+RankTable::RankTable(const std::vector<std::string>& tokens, bool bpe_index) {
   size_t total = 0;
   for (const std::string& t : tokens) total += t.size();
   blob_.reserve(total);
@@ -59,12 +59,38 @@ RankTable::RankTable(const std::vector<std::string>& tokens) {
     char c = static_cast<char>(b);
     byte_rank_[b] = find(std::string_view(&c, 1));
   }
+  if (!bpe_index) return;
+  build_merges();
   pair_rank_.assign(65536, -1);
   for (int32_t r = 0; r < size(); ++r) {
     std::string_view t = bytes(r);
     if (t.size() == 2)
       pair_rank_[(size_t(static_cast<unsigned char>(t[0])) << 8) |
                  static_cast<unsigned char>(t[1])] = r;
+  }
+}
+
+void RankTable::build_merges() {
+  std::vector<MergeSlot> entries;
+  for (int32_t r = 0; r < size(); ++r) {
+    std::string_view t = bytes(r);
+    for (size_t k = 1; k < t.size(); ++k) {
+      int32_t left = find(t.substr(0, k));
+      if (left < 0) continue;
+      int32_t right = find(t.substr(k));
+      if (right >= 0) entries.push_back({uint32_t(left), uint32_t(right), r});
+    }
+  }
+  int bits = 4;
+  while ((size_t(1) << bits) < entries.size() * 2) ++bits;
+  merges_.assign(size_t(1) << bits, MergeSlot{0, 0, -1});
+  merge_mask_ = (uint64_t(1) << bits) - 1;
+  merge_shift_ = 64 - bits;
+  for (const MergeSlot& e : entries) {
+    uint64_t key = (uint64_t(e.left) << 32) | e.right;
+    uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> merge_shift_;
+    while (merges_[i].rank != -1) i = (i + 1) & merge_mask_;
+    merges_[i] = e;
   }
 }
 
@@ -101,7 +127,7 @@ void bpe_merge_linear(const RankTable& ranks, std::string_view piece, std::vecto
   }
   auto rank_of = [&](size_t i) {  // parts i and i+1 merged, or kNone
     if (i + 2 >= n) return kNone;
-    int32_t r = ranks.find(piece.substr(start[i], start[i + 2] - start[i]));
+    int32_t r = ranks.merged(self[i], self[i + 1]);
     return r < 0 ? kNone : r;
   };
   for (size_t i = 0; i + 1 < n; ++i) {
@@ -144,8 +170,7 @@ void bpe_merge_heap(const RankTable& ranks, std::string_view piece, std::vector<
   }
   auto rank_of = [&](uint32_t i) {
     if (next[i] >= n) return kNone;
-    uint32_t end = next[next[i]] >= n ? n : next[next[i]];
-    int32_t r = ranks.find(piece.substr(i, end - i));
+    int32_t r = ranks.merged(self[i], self[next[i]]);
     return r < 0 ? kNone : r;
   };
   using Entry = std::pair<int32_t, uint32_t>;  // (rank, start): smallest first = leftmost min

@@ -5,7 +5,7 @@
 namespace k3::tok {
 
 SpecialMatcher::SpecialMatcher(const std::vector<std::string>& names)
-    : names_(names), lengths_(256) {
+    : names_(names, /*bpe_index=*/false), lengths_(256) {
   for (const std::string& name : names) {
     std::vector<size_t>& lens = lengths_[static_cast<unsigned char>(name[0])];
     if (std::find(lens.begin(), lens.end(), name.size()) == lens.end()) lens.push_back(name.size());

@@ -5,6 +5,7 @@
 
 namespace k3::tok {
 
+// clang-format off
 const UnicodeRun kUnicodeRuns[] = {
     {0x0, 0}, {0x9, 32}, {0xE, 0}, {0x20, 32}, {0x21, 0}, {0x30, 4}, {0x3A, 0}, {0x41, 10},
     {0x5B, 0}, {0x61, 18}, {0x7B, 0}, {0x85, 32}, {0x86, 0}, {0xA0, 32}, {0xA1, 0}, {0xAA, 26},
@@ -407,6 +408,7 @@ const UnicodeRun kUnicodeRuns[] = {
     {0x2B740, 3}, {0x2B81E, 0}, {0x2B820, 3}, {0x2CEA2, 0}, {0x2CEB0, 3}, {0x2EBE1, 0}, {0x2EBF0, 3}, {0x2EE5E, 0},
     {0x2F800, 3}, {0x2FA1E, 0}, {0x30000, 3}, {0x3134B, 0}, {0x31350, 3}, {0x323B0, 0}, {0xE0100, 24}, {0xE01F0, 0},
 };
+// clang-format on
 
 const size_t kUnicodeRunCount = sizeof(kUnicodeRuns) / sizeof(kUnicodeRuns[0]);
 

@@ -1,5 +1,6 @@
 #include "tokenizer/vocab_files.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -102,6 +103,20 @@ bool base64_decode(std::string_view in, std::string* out, std::string* why) {
   return true;
 }
 
+// Splits a line into whitespace-separated fields (at most 3 are kept: two expected, one extra).
+size_t split_fields(std::string_view line, std::string_view* fields) {
+  size_t n = 0, i = 0;
+  while (n < 3) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i == line.size()) break;
+    size_t j = i;
+    while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
+    fields[n++] = line.substr(i, j - i);
+    i = j;
+  }
+  return n;
+}
+
 std::vector<std::string> read_tiktoken_model(const std::string& path) {
   std::string data = read_file(path);
   std::vector<Line> lines = split_lines(data);
@@ -109,15 +124,13 @@ std::vector<std::string> read_tiktoken_model(const std::string& path) {
   const size_t n = lines.size();
   std::vector<std::string> tokens(n);
   std::vector<size_t> line_of_rank(n, 0);
-  std::unordered_map<std::string, size_t> line_of_bytes;
+  std::vector<std::string_view> base64_of_rank(n);
   for (const Line& line : lines) {
-    std::istringstream fields{std::string(line.text)};
-    std::string b64, rank_text, extra;
-    fields >> b64 >> rank_text >> extra;
-    check(!b64.empty() && !rank_text.empty() && extra.empty(), path, ":", line.number,
+    std::string_view f[3];
+    check(split_fields(line.text, f) == 2, path, ":", line.number,
           ": expected '<base64 token bytes> <rank>', found '", shown(line.text), "'");
     int64_t rank = 0;
-    check(parse_rank(rank_text, &rank), path, ":", line.number, ": rank '", shown(rank_text),
+    check(parse_rank(f[1], &rank), path, ":", line.number, ": rank '", shown(f[1]),
           "' is not a non-negative integer");
     check(rank < static_cast<int64_t>(n), path, ":", line.number, ": rank ", rank,
           " is out of range: the file has ", n, " tokens, so ranks must be 0..", n - 1,
@@ -125,14 +138,24 @@ std::vector<std::string> read_tiktoken_model(const std::string& path) {
     check(line_of_rank[rank] == 0, path, ":", line.number, ": rank ", rank,
           " already used on line ", line_of_rank[rank], " (ranks must be 0..", n - 1,
           " with each used once)");
-    std::string bytes, why;
-    check(base64_decode(b64, &bytes, &why), path, ":", line.number, ": bad base64 '", shown(b64),
-          "': ", why);
-    check(!bytes.empty(), path, ":", line.number, ": empty token");
-    auto [it, added] = line_of_bytes.emplace(bytes, line.number);
-    check(added, path, ":", line.number, ": token bytes '", b64, "' duplicate line ", it->second);
+    std::string why;
+    check(base64_decode(f[0], &tokens[rank], &why), path, ":", line.number, ": bad base64 '",
+          shown(f[0]), "': ", why);
+    check(!tokens[rank].empty(), path, ":", line.number, ": empty token");
     line_of_rank[rank] = line.number;
-    tokens[rank] = std::move(bytes);
+    base64_of_rank[rank] = f[0];
+  }
+  // tokens no longer moves, so views into it are stable.
+  std::unordered_map<std::string_view, size_t> line_of_bytes;
+  line_of_bytes.reserve(n);
+  for (size_t rank = 0; rank < n; ++rank) {
+    auto [it, added] = line_of_bytes.emplace(tokens[rank], line_of_rank[rank]);
+    if (!added) {
+      size_t first = std::min(it->second, line_of_rank[rank]);
+      size_t second = std::max(it->second, line_of_rank[rank]);
+      fail(path, ":", second, ": token bytes '", shown(base64_of_rank[rank]), "' duplicate line ",
+           first);
+    }
   }
   for (int b = 0; b < 256; ++b) {
     check(line_of_bytes.count(std::string(1, static_cast<char>(b))) > 0, path,

@@ -87,6 +87,7 @@ def main():
         "",
         "namespace k3::tok {",
         "",
+        "// clang-format off",
         "const UnicodeRun kUnicodeRuns[] = {",
     ]
     row = []
@@ -99,6 +100,7 @@ def main():
         lines.append("    " + " ".join(row))
     lines += [
         "};",
+        "// clang-format on",
         "",
         "const size_t kUnicodeRunCount = sizeof(kUnicodeRuns) / sizeof(kUnicodeRuns[0]);",
         "",

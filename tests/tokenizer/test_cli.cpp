@@ -60,14 +60,45 @@ TEST(Cli, MissingModelDirectory) {
   expect_clean_failure(run_k3({"tokenize", "-p", "x"}), "missing required option --model");
 }
 
-TEST(Cli, MalformedTokenizerFile) {
+// A model directory whose tiktoken.model is `model` (the config is valid).
+CliResult tokenize_with_model(const std::string& model, const std::string& config = "{}") {
   TempDir dir;
-  dir.write("tiktoken.model", "IQ== 0\nIg== 0\n");
-  dir.write("tokenizer_config.json", "{}");
+  dir.write("tiktoken.model", model);
+  dir.write("tokenizer_config.json", config);
+  return run_k3({"tokenize", "-m", dir.path(), "-p", "x"});
+}
+
+TEST(Cli, MissingTokenizerConfig) {
+  TempDir dir;
+  dir.write("tiktoken.model", read_file_bytes(fixture_dir() + "/tiktoken.model"));
   expect_clean_failure(run_k3({"tokenize", "-m", dir.path(), "-p", "x"}),
+                       "tokenizer_config.json: No such file or directory");
+}
+
+TEST(Cli, BadBase64) {
+  expect_clean_failure(tokenize_with_model("IQ== 0\n!!!! 1\n"),
+                       "tiktoken.model:2: bad base64 '!!!!': invalid character '!'");
+}
+
+TEST(Cli, NonContiguousRanks) {
+  expect_clean_failure(tokenize_with_model("IQ== 0\nIg== 5\n"),
+                       "tiktoken.model:2: rank 5 is out of range");
+  expect_clean_failure(tokenize_with_model("IQ== 0\nIg== 0\n"),
                        "tiktoken.model:2: rank 0 already used on line 1");
-  dir.write("tiktoken.model", "IQ== 0\n!!!! 1\n");
-  expect_clean_failure(run_k3({"detokenize", "-m", dir.path(), "--ids", "0"}), "bad base64");
+}
+
+TEST(Cli, DuplicateTokenBytes) {
+  expect_clean_failure(tokenize_with_model("IQ== 0\nIQ== 1\n"),
+                       "tiktoken.model:2: token bytes 'IQ==' duplicate line 1");
+}
+
+TEST(Cli, MalformedTokenizerConfig) {
+  std::string model = read_file_bytes(fixture_dir() + "/tiktoken.model");
+  expect_clean_failure(tokenize_with_model(model, "{\"added_tokens_decoder\": "),
+                       "tokenizer_config.json: not valid JSON");
+  expect_clean_failure(
+      tokenize_with_model(model, R"({"added_tokens_decoder": {"3": {"content": "[X]"}}})"),
+      "added_tokens_decoder id 3 is outside the special-token range 6260..6515");
 }
 
 TEST(Cli, IdBeyondVocabulary) {

@@ -2,8 +2,9 @@
 // encoded by tiktoken with K3's pattern and K3's 400,000/25,000 cutting rules, plus decode cases)
 // must give the same ids / text. A failure names the case and the first differing position.
 #include <gtest/gtest.h>
+#include <time.h>
 
-#include <chrono>
+#include <algorithm>
 
 #include "tokenizer/fixture.h"
 
@@ -66,21 +67,33 @@ TEST(TiktokenFixture, DecodeOfEncodeIsIdentity) {
   }
 }
 
-// Single-thread throughput on the fixture text (printed; not a pass/fail criterion). "Long" cases
-// are the > 100 kB ones built around 25,000-char runs, which exercise the heap BPE.
+// Single-thread throughput on the fixture text (printed; not a pass/fail criterion), in process
+// CPU time so that other load on the machine disturbs it less. "Long" cases are the > 100 kB ones
+// built around 25,000-char runs, which exercise the heap BPE.
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 TEST(TiktokenFixture, Throughput) {
   const Tokenizer& tok = fixture_tokenizer();
   for (bool long_cases : {false, true}) {
     size_t bytes = 0, ids = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    for (const FixtureCase& fc : fixture_cases()) {
-      if (fc.kind == CaseKind::decode || (fc.text.size() > 100'000) != long_cases) continue;
-      ids += tok.encode(fc.text, true).size();
-      bytes += fc.text.size();
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      bytes = ids = 0;
+      double t0 = cpu_seconds();
+      for (const FixtureCase& fc : fixture_cases()) {
+        if (fc.kind == CaseKind::decode || (fc.text.size() > 100'000) != long_cases) continue;
+        ids += tok.encode(fc.text, true).size();
+        bytes += fc.text.size();
+      }
+      best = std::min(best, cpu_seconds() - t0);
     }
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[ speed    ] encode %s cases: %.2f MB in %.3f s = %.1f MB/s, %.2f M ids/s\n",
-                long_cases ? "long" : "ordinary", bytes / 1e6, s, bytes / 1e6 / s, ids / 1e6 / s);
+    std::printf("[ speed    ] encode %s cases: %.2f MB in %.3f s CPU = %.1f MB/s, %.2f M ids/s\n",
+                long_cases ? "long" : "ordinary", bytes / 1e6, best, bytes / 1e6 / best,
+                ids / 1e6 / best);
     EXPECT_GT(ids, 0u);
   }
 }
