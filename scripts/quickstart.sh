@@ -11,6 +11,10 @@ MODEL=${K3_MODEL:-models/default}
 if [ ! -f "$MODEL/config.json" ]; then
   ./build/bin/k3 init --config configs/default.json -o "$MODEL" --seed 1 --mxfp4
 fi
+# The project's own byte-level BPE ranks (K3's tokenizer scheme, 6260 ranks + 256 specials).
+for f in tiktoken.model tokenizer_config.json; do
+  [ -f "$MODEL/$f" ] || cp "tests/data/tokenizer/$f" "$MODEL/$f"
+done
 ./build/bin/k3 inspect -m "$MODEL"
 ./build/bin/k3 logits -m "$MODEL" --ids 1,2,3,4,5,6,7,8 -o /tmp/k3-quickstart-logits.npy
 echo "quickstart: logits for 8 tokens written to /tmp/k3-quickstart-logits.npy"
