@@ -16,6 +16,9 @@ namespace k3::test {
 struct Outputs {
   std::vector<float> got;       // implementation under test
   std::vector<double> want;     // reference
+  // Error scale; 0 means max|want|. Sums that cancel (a dot product of mixed signs) pass the
+  // bound they can be held to: Σ|terms|, the standard fp32 summation error scale.
+  double scale = 0;
 };
 
 struct OpCase {
@@ -56,6 +59,7 @@ std::vector<double> widen(const std::vector<T>& v) {
 }
 
 // max|got − want| / max|want| (0/0 counts as 0).
-double rel_max_error(const std::vector<float>& got, const std::vector<double>& want);
+double rel_max_error(const std::vector<float>& got, const std::vector<double>& want,
+                     double scale = 0);
 
 }  // namespace k3::test

@@ -42,23 +42,39 @@ Weight random_weight(std::mt19937_64& rng, int64_t rows, int64_t cols, MatFormat
 
 OpCase linear_case(int64_t T, int64_t rows, int64_t cols, MatFormat f) {
   const char* fname[] = {"bf16", "f32", "mxfp4"};
-  return {"linear", cat_shape(T, rows, cols) + " " + fname[static_cast<int>(f)], 2e-6,
+  return {"linear", cat_shape(T, rows, cols) + " " + fname[static_cast<int>(f)], 1e-6,
           [=](std::mt19937_64& rng) {
             Weight w = random_weight(rng, rows, cols, f);
             std::vector<float> x = randn(rng, T * cols), got(T * rows), ref(T * rows);
             linear(x.data(), T, w.mat, got.data());
             linear_ref(x.data(), T, w.mat, ref.data());
-            return Outputs{got, widen(ref)};
+            // Scale: the largest Σ_i |x_i·w_i| over outputs.
+            double scale = 0;
+            std::vector<float> row(cols);
+            for (int64_t r = 0; r < rows; ++r) {
+              mat_row(w.mat, r, row.data());
+              for (int64_t t = 0; t < T; ++t) {
+                double s = 0;
+                for (int64_t i = 0; i < cols; ++i) s += std::fabs(double(x[t * cols + i]) * row[i]);
+                scale = std::max(scale, s);
+              }
+            }
+            return Outputs{got, widen(ref), scale};
           }};
 }
 
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
   for (MatFormat f : {MatFormat::bf16, MatFormat::f32, MatFormat::mxfp4}) {
-    for (int64_t T : {1, 3, 17}) {
+    for (int64_t T : {1, 3, 4, 17}) {
       for (auto [r, c] : {std::pair{1, 32}, {7, 64}, {64, 96}, {33, 160}, {9, 1024}}) {
         v.push_back(linear_case(T, r, c, f));
       }
+    }
+  }
+  for (MatFormat f : {MatFormat::bf16, MatFormat::f32}) {  // columns off the SIMD width
+    for (auto [T, r, c] : {std::tuple{5, 13, 40}, {9, 6, 100}, {4, 4, 16}, {8, 17, 7}}) {
+      v.push_back(linear_case(T, r, c, f));
     }
   }
   // Decoding a row equals the element-by-element reference.

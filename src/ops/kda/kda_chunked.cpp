@@ -15,10 +15,15 @@
 namespace k3 {
 namespace {
 
+// The chunk's internal algebra runs in double: it costs O(C²K) per chunk and head, small next
+// to the O(d·P) projections, and the forward substitution through (I+M) otherwise adds
+// visible fp32 noise on long, mildly decaying chunks.
+using Acc = double;
+
 struct ChunkScratch {
-  std::vector<float> gamma, decay, M, W, U, Vn, qs;
+  std::vector<Acc> gamma, decay, M, W, U, Vn, qs;
   ChunkScratch(int64_t C, int64_t K, int64_t V)
-      : gamma(C * K), decay(C * C * K), M(C * C), W(C * K), U(C * V), Vn(C * V), qs(K) {}
+      : gamma(C * K), decay(C * C * K), M(std::max(C * C, V)), W(C * K), U(C * V), Vn(C * V), qs(V) {}
 };
 
 // Gathers row t of head h from a [T, H, D] tensor.
@@ -32,11 +37,11 @@ void chunk_step(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t 
   // Γ [n, K]: cumulative log decay; decay[r][s][i] = e^{Γ_r[i]−Γ_s[i]} for s ≤ r.
   for (int64_t r = 0; r < n; ++r) {
     const float* g = row(in.g, t0 + r, h, H, K);
-    for (int64_t i = 0; i < K; ++i) w.gamma[r * K + i] = (r ? w.gamma[(r - 1) * K + i] : 0.f) + g[i];
+    for (int64_t i = 0; i < K; ++i) w.gamma[r * K + i] = (r ? w.gamma[(r - 1) * K + i] : 0.0) + g[i];
   }
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t c = 0; c <= r; ++c) {
-      float* d = &w.decay[(r * n + c) * K];
+      Acc* d = &w.decay[(r * n + c) * K];
       for (int64_t i = 0; i < K; ++i) d[i] = std::exp(w.gamma[r * K + i] - w.gamma[c * K + i]);
     }
   }
@@ -45,14 +50,14 @@ void chunk_step(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t 
     const float* kr = row(in.k, t0 + r, h, H, K);
     const float* vr = row(in.v, t0 + r, h, H, V);
     const float br = in.beta[(t0 + r) * H + h];
-    float* Wr = &w.W[r * K];
-    float* Ur = &w.U[r * V];
+    Acc* Wr = &w.W[r * K];
+    Acc* Ur = &w.U[r * V];
     for (int64_t i = 0; i < K; ++i) Wr[i] = br * std::exp(w.gamma[r * K + i]) * kr[i];
     for (int64_t j = 0; j < V; ++j) Ur[j] = br * vr[j];
     for (int64_t c = 0; c < r; ++c) {
       const float* kc = row(in.k, t0 + c, h, H, K);
-      const float* d = &w.decay[(r * n + c) * K];
-      float m = 0;
+      const Acc* d = &w.decay[(r * n + c) * K];
+      Acc m = 0;
       for (int64_t i = 0; i < K; ++i) m += kr[i] * kc[i] * d[i];
       m *= br;
       for (int64_t i = 0; i < K; ++i) Wr[i] -= m * w.W[c * K + i];
@@ -61,46 +66,46 @@ void chunk_step(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t 
   }
   // Ṽ = U − W S, and the inter-chunk part of the output.
   for (int64_t r = 0; r < n; ++r) {
-    float* vn = &w.Vn[r * V];
-    float* orow = o + ((t0 + r) * H + h) * V;
+    Acc* vn = &w.Vn[r * V];
+    Acc* acc = &w.qs[0];  // this row's output, accumulated in double
     const float* qr = row(in.q, t0 + r, h, H, K);
     for (int64_t j = 0; j < V; ++j) {
       vn[j] = w.U[r * V + j];
-      orow[j] = 0;
+      acc[j] = 0;
     }
     for (int64_t i = 0; i < K; ++i) {
-      const float wi = w.W[r * K + i];
-      const float qi = qr[i] * std::exp(w.gamma[r * K + i]);
+      const Acc wi = w.W[r * K + i];
+      const Acc qi = qr[i] * std::exp(w.gamma[r * K + i]);
       const float* Si = S + i * V;
       for (int64_t j = 0; j < V; ++j) {
         vn[j] -= wi * Si[j];
-        orow[j] += qi * Si[j];
+        acc[j] += qi * Si[j];
       }
     }
-  }
-  // Intra-chunk output.
-  for (int64_t r = 0; r < n; ++r) {
-    const float* qr = row(in.q, t0 + r, h, H, K);
-    float* orow = o + ((t0 + r) * H + h) * V;
+    // Intra-chunk part: Σ_{s≤r} [Σ_i q_r[i] k_s[i] e^{Γ_r[i]−Γ_s[i]}] Ṽ_s.
     for (int64_t c = 0; c <= r; ++c) {
       const float* kc = row(in.k, t0 + c, h, H, K);
-      const float* d = &w.decay[(r * n + c) * K];
-      float a = 0;
+      const Acc* d = &w.decay[(r * n + c) * K];
+      Acc a = 0;
       for (int64_t i = 0; i < K; ++i) a += qr[i] * kc[i] * d[i];
-      for (int64_t j = 0; j < V; ++j) orow[j] += a * w.Vn[c * V + j];
+      const Acc* vc = c == r ? vn : &w.Vn[c * V];
+      for (int64_t j = 0; j < V; ++j) acc[j] += a * vc[j];
     }
+    float* orow = o + ((t0 + r) * H + h) * V;
+    for (int64_t j = 0; j < V; ++j) orow[j] = static_cast<float>(acc[j]);
   }
   // State update to the end of the chunk.
-  const float* gl = &w.gamma[(n - 1) * K];
+  const Acc* gl = &w.gamma[(n - 1) * K];
+  std::vector<Acc>& Si = w.M;  // one state row, in double while it is updated
   for (int64_t i = 0; i < K; ++i) {
-    float* Si = S + i * V;
-    const float a = std::exp(gl[i]);
-    for (int64_t j = 0; j < V; ++j) Si[j] *= a;
+    const Acc a = std::exp(gl[i]);
+    for (int64_t j = 0; j < V; ++j) Si[j] = a * S[i * V + j];
     for (int64_t c = 0; c < n; ++c) {
-      const float kd = row(in.k, t0 + c, h, H, K)[i] * w.decay[((n - 1) * n + c) * K + i];
-      const float* vn = &w.Vn[c * V];
+      const Acc kd = row(in.k, t0 + c, h, H, K)[i] * w.decay[((n - 1) * n + c) * K + i];
+      const Acc* vn = &w.Vn[c * V];
       for (int64_t j = 0; j < V; ++j) Si[j] += kd * vn[j];
     }
+    for (int64_t j = 0; j < V; ++j) S[i * V + j] = static_cast<float>(Si[j]);
   }
 }
 

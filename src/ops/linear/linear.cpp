@@ -3,6 +3,13 @@
 #include <algorithm>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// GCC 12 flags its own _mm512_reduce_add_ps (an undefined-vector idiom) as uninitialised.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include "core/bf16.h"
 #include "ops/mxfp4/mxfp4.h"
 
@@ -54,12 +61,60 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
 }
 
+constexpr int64_t kRowsPerBlock = 8;  // weight rows decoded together
+constexpr int64_t kTileT = 4;         // tokens per register tile
+constexpr int64_t kTileR = 4;         // weight rows per register tile
+
+#if defined(__AVX512F__)
+// y[t0+a, r0+b] for a 4x4 tile: 16 accumulators of 16 lanes, each weight and input vector
+// loaded once per 16 columns. Requires cols % 16 == 0.
+void tile_4x4(const float* x, int64_t ldx, const float* w, int64_t cols, float* y, int64_t ldy) {
+  __m512 acc[kTileT][kTileR];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm512_setzero_ps();
+  for (int64_t i = 0; i < cols; i += 16) {
+    __m512 wv[kTileR];
+    for (int64_t b = 0; b < kTileR; ++b) wv[b] = _mm512_loadu_ps(w + b * cols + i);
+    for (int64_t a = 0; a < kTileT; ++a) {
+      const __m512 xv = _mm512_loadu_ps(x + a * ldx + i);
+      for (int64_t b = 0; b < kTileR; ++b) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
+    }
+  }
+  for (int64_t a = 0; a < kTileT; ++a)
+    for (int64_t b = 0; b < kTileR; ++b) y[a * ldy + b] = _mm512_reduce_add_ps(acc[a][b]);
+}
+constexpr bool kHaveTile = true;
+#else
+void tile_4x4(const float*, int64_t, const float*, int64_t, float*, int64_t) {}
+constexpr bool kHaveTile = false;
+#endif
+
+// y[t, r0..r0+nr) for all t, from nr decoded rows.
+void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
+                   int64_t ld_y, int64_t r0, float* y) {
+  int64_t t = 0;
+  if (kHaveTile && cols % 16 == 0) {
+    for (; t + kTileT <= T; t += kTileT) {
+      int64_t j = 0;
+      for (; j + kTileR <= nr; j += kTileR) {
+        tile_4x4(x + t * cols, cols, rows + j * cols, cols, y + t * ld_y + r0 + j, ld_y);
+      }
+      for (; j < nr; ++j) {
+        for (int64_t a = 0; a < kTileT; ++a)
+          y[(t + a) * ld_y + r0 + j] = dot(x + (t + a) * cols, rows + j * cols, cols);
+      }
+    }
+  }
+  for (; t < T; ++t) {
+    for (int64_t j = 0; j < nr; ++j) y[t * ld_y + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
+  }
+}
+
 }  // namespace
 
 void linear(const float* x, int64_t T, const Mat& w, float* y) {
-  constexpr int64_t kRowsPerBlock = 8;
   const int64_t n_blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-#pragma omp parallel
+#pragma omp parallel if (w.rows * w.cols * T > 32768)
   {
     std::vector<float> rows(static_cast<size_t>(kRowsPerBlock * w.cols));
 #pragma omp for schedule(static)
@@ -67,10 +122,7 @@ void linear(const float* x, int64_t T, const Mat& w, float* y) {
       const int64_t r0 = b * kRowsPerBlock;
       const int64_t nr = std::min(kRowsPerBlock, w.rows - r0);
       for (int64_t j = 0; j < nr; ++j) mat_row(w, r0 + j, rows.data() + j * w.cols);
-      for (int64_t t = 0; t < T; ++t) {
-        const float* xt = x + t * w.cols;
-        for (int64_t j = 0; j < nr; ++j) y[t * w.rows + r0 + j] = dot(xt, rows.data() + j * w.cols, w.cols);
-      }
+      block_product(x, T, rows.data(), nr, w.cols, w.rows, r0, y);
     }
   }
 }
