@@ -84,8 +84,40 @@ void tile_4x4(const float* x, int64_t ldx, const float* w, int64_t cols, float* 
     for (int64_t b = 0; b < kTileR; ++b) y[a * ldy + b] = _mm512_reduce_add_ps(acc[a][b]);
 }
 constexpr bool kHaveTile = true;
+
+// Σ_i x[i]·bf16(w[i]) with the widening fused into the loop (decode: T is small, the weights
+// stream from memory once). Requires n % 16 == 0.
+float dot_bf16(const float* x, const uint16_t* w, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i raw = _mm512_loadu_si512(w + i);
+    const __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16));
+    const __m512 w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16));
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), w0, acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), w1, acc1);
+  }
+  for (; i < n; i += 16) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i));
+    const __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), w0, acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// Small T with BF16 weights: one fused pass per weight row, no widened copy.
+bool linear_bf16_small_t(const float* x, int64_t T, const Mat& w, float* y) {
+  if (w.format != MatFormat::bf16 || T > 2 || w.cols % 16 != 0) return false;
+  const uint16_t* base = static_cast<const uint16_t*>(w.data);
+#pragma omp parallel for schedule(static) if (w.rows * w.cols > 32768)
+  for (int64_t r = 0; r < w.rows; ++r) {
+    for (int64_t t = 0; t < T; ++t) y[t * w.rows + r] = dot_bf16(x + t * w.cols, base + r * w.cols, w.cols);
+  }
+  return true;
+}
 #else
 void tile_4x4(const float*, int64_t, const float*, int64_t, float*, int64_t) {}
+bool linear_bf16_small_t(const float*, int64_t, const Mat&, float*) { return false; }
 constexpr bool kHaveTile = false;
 #endif
 
@@ -113,6 +145,7 @@ void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int
 }  // namespace
 
 void linear(const float* x, int64_t T, const Mat& w, float* y) {
+  if (linear_bf16_small_t(x, T, w, y)) return;
   const int64_t n_blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
 #pragma omp parallel if (w.rows * w.cols * T > 32768)
   {
