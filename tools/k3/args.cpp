@@ -50,6 +50,7 @@ bool Args::parse(int argc, char** argv) {
         check(i + 1 < argc, "option ", tok, " needs a value (", o->value_name, ")");
         values_[o->name] = argv[++i];
       }
+      given_[o->name].push_back(values_[o->name]);
     } else {
       positionals_.push_back(tok);
     }
@@ -78,6 +79,11 @@ int64_t Args::integer(const std::string& name) const {
   check(used == s.size() && !s.empty(), "option --", name, ": expected an integer, found '", s,
         "'");
   return v;
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  auto it = given_.find(name);
+  return it == given_.end() ? std::vector<std::string>{} : it->second;
 }
 
 double Args::number(const std::string& name) const {

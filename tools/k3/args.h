@@ -29,6 +29,8 @@ class Args {
   std::string str(const std::string& name) const;  // throws if absent
   int64_t integer(const std::string& name) const;  // throws if absent or not an integer
   double number(const std::string& name) const;
+  // Every value given for a repeatable option, in order (str() returns the last one).
+  std::vector<std::string> all(const std::string& name) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
   std::string help() const;
 
@@ -37,6 +39,7 @@ class Args {
   std::string command_, usage_, summary_;
   std::vector<Option> options_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> given_;  // every value from the command line
   std::vector<std::string> positionals_;
 };
 

@@ -11,5 +11,8 @@ int cmd_bench(int argc, char** argv);
 int cmd_cost(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
 
 }  // namespace k3::cli

@@ -23,6 +23,9 @@ const Command kCommands[] = {
     {"cost", k3::cli::cmd_cost, "the cost model: parameters, memory, MACs, MoE regimes, SiTU, QB"},
     {"tokenize", k3::cli::cmd_tokenize, "text to token ids with the model's tokenizer"},
     {"detokenize", k3::cli::cmd_detokenize, "token ids to text with the model's tokenizer"},
+    {"run", k3::cli::cmd_run, "generate text from a prompt, streamed, with tokens/s"},
+    {"chat", k3::cli::cmd_chat, "interactive multi-turn chat in the model's chat format"},
+    {"perplexity", k3::cli::cmd_perplexity, "perplexity of a text file (sliding window)"},
 };
 
 void print_usage() {

@@ -1,0 +1,156 @@
+// k3 chat: an interactive multi-turn chat in the model's chat format. The conversation is kept
+// as OpenAI-style messages; the model state is re-used across turns so that each turn prefills
+// only its own tokens (see conversation.h). Ctrl-C stops the answer being written; Ctrl-C at
+// the prompt, /quit or end of input leaves.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "args.h"
+#include "chat_display.h"
+#include "chat_prompt.h"
+#include "commands.h"
+#include "conversation.h"
+#include "core/error.h"
+#include "generation_options.h"
+#include "k3/k3.h"
+#include "line_input.h"
+#include "model_dir.h"
+#include "run_prompt.h"
+#include "sample/generate.h"
+
+namespace k3::cli {
+namespace {
+
+constexpr const char* kHelp =
+    "  /reset       start a new conversation (keeps --system)\n"
+    "  /save FILE   write the conversation as a JSON array of messages\n"
+    "  /load FILE   read a conversation written by /save (or {\"messages\": [...]})\n"
+    "  /help        this list\n"
+    "  /quit        leave (also /exit, Ctrl-D, or Ctrl-C at the prompt)\n"
+    "  End a line with \\ to continue the message on the next line. Ctrl-C stops an answer.\n";
+
+Args chat_args() {
+  std::vector<Option> opts = {
+      model_option(),
+      {"system", "", "TEXT", "a system message at the start of the conversation", ""},
+      {"threads", "t", "N", "worker threads (default: all cores)", ""},
+  };
+  for (Option& o : chat_options("off")) opts.push_back(std::move(o));
+  for (Option& o : generation_options()) opts.push_back(std::move(o));
+  return Args("chat", "[-m DIR] [--system TEXT] [--thinking on|off] [options]",
+              std::string("An interactive chat in the model's chat format. Type a message and "
+                          "press Enter; commands:\n") +
+                  kHelp,
+              std::move(opts));
+}
+
+struct ChatContext {
+  Session& session;
+  Conversation& conv;
+  const GenerateParams& params;
+  const ChatSettings& settings;
+};
+
+void report(const GenerateResult& r) {
+  std::fprintf(stderr, "[%s; re-used %lld; stop: %s]\n", timing_line(r).c_str(),
+               static_cast<long long>(r.n_reused), to_string(r.stop));
+}
+
+void answer(ChatContext& c, const std::string& text) {
+  check_utf8({text, "the message"});
+  c.conv.add_user(text);
+  try {
+    const std::vector<int32_t> ids = c.conv.prompt();
+    ChatDisplay display(stdout, isatty(STDOUT_FILENO), c.settings.thinking);
+    clear_interrupted();
+    GenerateResult r = c.session.generate(ids, c.params, [&display](std::string_view piece) {
+      display.push(piece);
+      return !interrupted();
+    });
+    const chat::ParsedMessage& m = display.finish();
+    c.conv.add_answer(ids, r, chat::to_json(m));
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    report(r);
+  } catch (const Error&) {
+    c.conv.drop_last();
+    throw;
+  }
+}
+
+// Returns false to leave.
+bool command(ChatContext& c, const std::string& line) {
+  const size_t space = line.find(' ');
+  const std::string name = line.substr(0, space);
+  const size_t from = line.find_first_not_of(' ', space);
+  const std::string arg = from == std::string::npos ? "" : line.substr(from);
+  if (name == "/quit" || name == "/exit") return false;
+  if (name == "/help") {
+    std::fputs(kHelp, stdout);
+  } else if (name == "/reset") {
+    c.conv.reset();
+    c.session.reset();
+    std::fputs("[new conversation]\n", stdout);
+  } else if (name == "/save" || name == "/load") {
+    check(!arg.empty(), name, " needs a file name");
+    if (name == "/save") {
+      c.conv.save(arg);
+    } else {
+      c.conv.load(arg);
+    }
+    std::printf("[%s %zu messages %s %s]\n", name == "/save" ? "saved" : "loaded",
+                c.conv.messages().size(), name == "/save" ? "to" : "from", arg.c_str());
+  } else {
+    fail("unknown command '", name, "' (/help lists them)");
+  }
+  std::fflush(stdout);
+  return true;
+}
+
+}  // namespace
+
+int cmd_chat(int argc, char** argv) {
+  Args args = chat_args();
+  if (!args.parse(argc, argv)) return 0;
+  check(args.positionals().empty(), "unexpected argument '",
+        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 chat --help)");
+  if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
+  const std::string dir = resolve_model_dir(args);
+  const Tokenizer tok = Tokenizer::load(dir);
+  const GenerateParams params = generation_params(args, dir, tok);
+  const ChatSettings settings = chat_settings(args);
+  auto model = Model::load(dir);
+  Session session(*model, tok);
+  Conversation conv(tok, settings, args.has("system") ? args.str("system") : "");
+  ChatContext ctx{.session = session, .conv = conv, .params = params, .settings = settings};
+  install_interrupt_handler();
+  LineReader input;
+  if (isatty(STDIN_FILENO)) {
+    std::fprintf(stderr, "k3 chat with %s (seed %llu). /help for commands, /quit to leave.\n",
+                 dir.c_str(), static_cast<unsigned long long>(params.sampling.seed));
+  }
+  for (std::string line;;) {
+    clear_interrupted();
+    const ReadStatus s = input.read(line, "> ", "… ");
+    if (s != ReadStatus::line) {
+      if (s == ReadStatus::interrupted) std::fputs("\n", stdout);
+      break;
+    }
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    try {
+      if (line[0] == '/') {
+        if (!command(ctx, line)) break;
+      } else {
+        answer(ctx, line);
+      }
+    } catch (const Error& e) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "error: %s\n", e.what());
+    }
+  }
+  return 0;
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,84 @@
+// k3 perplexity: perplexity of a text file with the HF-style sliding window (src/eval).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "core/error.h"
+#include "eval/perplexity.h"
+#include "k3/k3.h"
+#include "model_dir.h"
+#include "run_prompt.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer_io.h"
+
+namespace k3::cli {
+namespace {
+
+// "[#####     ]  45.0%  2304/5120 tokens  812.3 tok/s" on stderr, ten redraws a second at most.
+class Progress {
+ public:
+  void operator()(int64_t done, int64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const int width = 30;
+    const int fill = total ? static_cast<int>(width * done / total) : width;
+    std::fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %lld/%lld tokens  %.1f tok/s", fill,
+                 "##############################", width - fill, "",
+                 total ? 100.0 * done / total : 100.0, static_cast<long long>(done),
+                 static_cast<long long>(total), secs > 0 ? done / secs : 0.0);
+    if (done >= total) std::fputc('\n', stderr);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_{};
+};
+
+}  // namespace
+
+int cmd_perplexity(int argc, char** argv) {
+  Args args("perplexity", "[-m DIR] -f FILE [--ctx N] [--stride S]",
+            "Perplexity of a text under the model, with a sliding window: windows of --ctx tokens\n"
+            "start every --stride tokens, each runs from an empty state and scores only the\n"
+            "tokens the previous window did not score (the first token of the text is never\n"
+            "scored, nor, when stride = ctx, the first of each window). Prints the perplexity,\n"
+            "the mean negative log-likelihood (nats) and tokens/s. See docs/CLI.md.",
+            {model_option(),
+             {"file", "f", "FILE", "the text (default: standard input)", ""},
+             {"ctx", "c", "N", "window length in tokens", "512"},
+             {"stride", "", "S", "window start step, 1..ctx (default: ctx, no overlap)", ""},
+             {"threads", "t", "N", "worker threads (default: all cores)", ""}});
+  if (!args.parse(argc, argv)) return 0;
+  check(args.positionals().empty(), "unexpected argument '",
+        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 perplexity --help)");
+  if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
+  const std::string dir = resolve_model_dir(args);
+  const Tokenizer tok = Tokenizer::load(dir);
+  const PromptText text = args.has("file")
+                              ? PromptText{read_input_file(args.str("file")), args.str("file")}
+                              : PromptText{read_stdin(), "standard input"};
+  const std::vector<int32_t> ids = encode_prompt(tok, text);
+  const PerplexityParams p{.ctx = args.integer("ctx"),
+                           .stride = args.has("stride") ? args.integer("stride") : 0};
+  perplexity_windows(static_cast<int64_t>(ids.size()), p);  // reject bad settings before loading
+  auto model = Model::load(dir);
+  Progress bar;
+  PerplexityProgress progress;
+  if (isatty(STDERR_FILENO)) progress = [&bar](int64_t d, int64_t t) { bar(d, t); };
+  const PerplexityResult r = perplexity(*model, ids, p, progress);
+  std::printf(
+      "perplexity %.6f  nll %.6f  scored %lld of %zu tokens in %lld windows (ctx %lld, "
+      "stride %lld)\n",
+      r.perplexity(), r.nll_sum / static_cast<double>(r.n_scored),
+      static_cast<long long>(r.n_scored), ids.size(), static_cast<long long>(r.n_windows),
+      static_cast<long long>(p.ctx), static_cast<long long>(p.stride ? p.stride : p.ctx));
+  std::fprintf(stderr, "k3 perplexity: %lld tokens run in %.3f s (%.1f tok/s)\n",
+               static_cast<long long>(r.n_evaluated), r.seconds, r.tokens_per_second());
+  return 0;
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,108 @@
+// k3 run: generate text from a prompt, streamed to stdout piece by piece, with a line of
+// prefill and decode tokens/s on stderr at the end.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "chat_display.h"
+#include "chat_prompt.h"
+#include "commands.h"
+#include "core/error.h"
+#include "generation_options.h"
+#include "k3/k3.h"
+#include "model_dir.h"
+#include "run_prompt.h"
+#include "sample/generate.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer_io.h"
+
+namespace k3::cli {
+namespace {
+
+Args run_args() {
+  std::vector<Option> opts = {
+      model_option(),
+      {"prompt", "p", "TEXT", "the prompt", ""},
+      {"file", "f", "FILE", "read the prompt from FILE (default: standard input)", ""},
+      {"ids", "", "LIST", "the prompt as comma-separated token ids", ""},
+      {"chat", "", "", "wrap the prompt in the chat format (a user message)", ""},
+      {"system", "", "TEXT", "with --chat: a system message before the prompt", ""},
+      {"raw", "", "", "with --chat: print the output as the model wrote it, markers included", ""},
+      {"threads", "t", "N", "worker threads (default: all cores)", ""},
+  };
+  for (Option& o : chat_options("off")) opts.push_back(std::move(o));
+  for (Option& o : generation_options()) opts.push_back(std::move(o));
+  return Args(
+      "run", "[-m DIR] [-p TEXT | -f FILE | --ids LIST | < stdin] [--chat] [options]",
+      "Generate text from a prompt and stream it to standard output as it is made. At the\n"
+      "end a line on standard error gives the prefill and decode tokens/s. Without --chat\n"
+      "the prompt is plain text (special-token texts become their ids); with --chat it is\n"
+      "a user message in the model's chat format, the answer ends at <|end_of_msg|>, and the\n"
+      "thinking (--thinking on) is shown dim on a terminal, between <think> lines otherwise.",
+      std::move(opts));
+}
+
+std::vector<int32_t> prompt_ids(const Args& args, const Tokenizer& tok,
+                                const ChatSettings& settings) {
+  check(args.has("prompt") + args.has("file") + args.has("ids") <= 1,
+        "give the prompt one way: -p TEXT, -f FILE, --ids LIST or standard input");
+  const bool from_stdin = !args.has("prompt") && !args.has("file") && !args.has("ids");
+  check(!from_stdin || !isatty(STDIN_FILENO),
+        "no prompt: give -p TEXT, -f FILE or --ids LIST, or pipe the text to standard input");
+  if (args.has("ids")) {
+    check(!args.has("chat"), "--chat takes a text prompt, not --ids");
+    return parse_id_list(args.str("ids"), "--ids");
+  }
+  PromptText text = args.has("prompt") ? PromptText{args.str("prompt"), "the prompt (-p)"}
+                    : args.has("file")
+                        ? PromptText{read_input_file(args.str("file")), args.str("file")}
+                        : PromptText{read_stdin(), "standard input"};
+  if (!args.has("chat")) return encode_prompt(tok, text);
+  check_utf8(text);
+  chat::Json messages = chat::Json::array();
+  if (args.has("system")) messages.push_back({{"role", "system"}, {"content", args.str("system")}});
+  messages.push_back({{"role", "user"}, {"content", text.text}});
+  return encode_conversation(tok, messages, settings);
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  Args args = run_args();
+  if (!args.parse(argc, argv)) return 0;
+  check(args.positionals().empty(), "unexpected argument '",
+        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 run --help)");
+  if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
+  const std::string dir = resolve_model_dir(args);
+  const Tokenizer tok = Tokenizer::load(dir);
+  const GenerateParams params = generation_params(args, dir, tok);
+  const ChatSettings settings = chat_settings(args);  // checked with or without --chat
+  const std::vector<int32_t> ids = prompt_ids(args, tok, settings);
+  auto model = Model::load(dir);
+  Session session(*model, tok);
+  std::unique_ptr<ChatDisplay> display;
+  if (args.has("chat") && !args.has("raw")) {
+    display = std::make_unique<ChatDisplay>(stdout, isatty(STDOUT_FILENO), settings.thinking);
+  }
+  GenerateResult r = session.generate(ids, params, [&display](std::string_view piece) {
+    if (display) {
+      display->push(piece);
+    } else {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  });
+  if (display) display->finish();
+  if (isatty(STDOUT_FILENO) && !r.text.empty() && r.text.back() != '\n') std::fputc('\n', stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "k3 run: %s; stop: %s; seed %llu\n", timing_line(r).c_str(),
+               to_string(r.stop), static_cast<unsigned long long>(params.sampling.seed));
+  return 0;
+}
+
+}  // namespace k3::cli

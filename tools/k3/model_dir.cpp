@@ -1,0 +1,58 @@
+#include "model_dir.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+
+namespace k3::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_model_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "config.json", ec);
+}
+
+// models/default relative to the working directory, then to the binary's directory and up.
+std::vector<fs::path> default_candidates() {
+  std::vector<fs::path> out{fs::current_path() / "models" / "default"};
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return out;
+  for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    out.push_back(dir / "models" / "default");
+    if (dir == dir.root_path()) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+Option model_option() {
+  return {"model", "m", "DIR", "model directory (default: $K3_MODEL, else models/default)", ""};
+}
+
+std::string resolve_model_dir(const Args& args) {
+  if (args.has("model")) return args.str("model");
+  const char* how =
+      "make it with ./scripts/quickstart.sh, or with: k3 init --config configs/default.json -o "
+      "models/default && cp tests/data/tokenizer/tiktoken.model "
+      "tests/data/tokenizer/tokenizer_config.json models/default/";
+  if (const char* env = std::getenv("K3_MODEL"); env && *env) {
+    check(is_model_dir(env), "no model given (-m DIR) and K3_MODEL=", env,
+          " is not a model directory (no config.json there); give -m DIR, or ", how);
+    return env;
+  }
+  for (const fs::path& dir : default_candidates()) {
+    if (is_model_dir(dir)) return dir.string();
+  }
+  fail(
+      "no model given (-m DIR) and the default model models/default was not found (looked "
+      "in the current directory and above the k3 binary); ",
+      how);
+}
+
+}  // namespace k3::cli
