@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fresh machine to first output: install dependencies, build, make the default model if it is
-# not there yet, describe it, and run it on a prompt.
+# not there yet, describe it, and run it on a chat prompt.
 # (Until the trained default model lands, the default model is a random-initialised K3-style
 # checkpoint made by `k3 init` from configs/default.json.)
 set -euo pipefail
@@ -16,5 +16,8 @@ for f in tiktoken.model tokenizer_config.json; do
   [ -f "$MODEL/$f" ] || cp "tests/data/tokenizer/$f" "$MODEL/$f"
 done
 ./build/bin/k3 inspect -m "$MODEL"
-./build/bin/k3 logits -m "$MODEL" --ids 1,2,3,4,5,6,7,8 -o /tmp/k3-quickstart-logits.npy
-echo "quickstart: logits for 8 tokens written to /tmp/k3-quickstart-logits.npy"
+# The main job: stream an answer in the chat format, with prefill/decode tokens/s at the end.
+# (The default model is random-initialised, so the text is noise until a trained one lands.)
+./build/bin/k3 run -m "$MODEL" --chat --thinking off -p "Say hello to k3.cpp." -n 48 --seed 1
+echo
+echo "quickstart: done. Try: build/bin/k3 chat -m $MODEL   (see docs/CLI.md)"
