@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 #include "loader/tensor_table.h"
@@ -83,8 +82,8 @@ void Checkpoint::open_shards() {
     }
   }
   for (const auto& [name, file] : weight_map) {
-    check(by_file.at(file)->tensors().count(name) > 0, index.string(), ": lists '", name,
-          "' in ", file, ", but that shard has no such tensor");
+    check(by_file.at(file)->tensors().count(name) > 0, index.string(), ": lists '", name, "' in ",
+          file, ", but that shard has no such tensor");
   }
 }
 
@@ -100,8 +99,8 @@ void Checkpoint::validate() const {
     }
     const TensorInfo& t = *it->second;
     if (!shape_accepted(spec, t.shape)) {
-      bad_shape.push_back(cat(spec.name, ": expected ", shape_str(spec.shapes[0]), ", found ",
-                              t.shape_str()));
+      bad_shape.push_back(
+          cat(spec.name, ": expected ", shape_str(spec.shapes[0]), ", found ", t.shape_str()));
     }
     if (std::find(spec.dtypes.begin(), spec.dtypes.end(), t.dtype) == spec.dtypes.end()) {
       bad_dtype.push_back(cat(spec.name, ": expected ", dtype_name(spec.dtypes[0]), ", found ",
@@ -113,7 +112,8 @@ void Checkpoint::validate() const {
   }
   if (missing.empty() && unexpected.empty() && bad_shape.empty() && bad_dtype.empty()) return;
   std::string msg = dir_ + ": the checkpoint does not match its config.json";
-  if (!missing.empty()) msg += cat("\n  ", missing.size(), " missing tensor(s):", list_some(missing));
+  if (!missing.empty())
+    msg += cat("\n  ", missing.size(), " missing tensor(s):", list_some(missing));
   if (!unexpected.empty())
     msg += cat("\n  ", unexpected.size(), " unexpected tensor(s):", list_some(unexpected));
   if (!bad_shape.empty())

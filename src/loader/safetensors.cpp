@@ -1,7 +1,6 @@
 #include "loader/safetensors.h"
 
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -10,10 +9,14 @@ namespace k3 {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::f32: return "F32";
-    case DType::u8: return "U8";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::f32:
+      return "F32";
+    case DType::u8:
+      return "U8";
   }
   return "?";
 }
@@ -21,9 +24,12 @@ const char* dtype_name(DType t) {
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::bf16:
-    case DType::f16: return 2;
-    case DType::f32: return 4;
-    case DType::u8: return 1;
+    case DType::f16:
+      return 2;
+    case DType::f32:
+      return 4;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }

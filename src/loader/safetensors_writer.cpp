@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -22,7 +21,8 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path,
   h["__metadata__"] = {{"format", "pt"}};
   size_t off = 0;
   for (const PlannedTensor& t : tensors) {
-    h[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape},
+    h[t.name] = {{"dtype", dtype_name(t.dtype)},
+                 {"shape", t.shape},
                  {"data_offsets", {off, off + t.nbytes()}}};
     off += t.nbytes();
   }

@@ -115,8 +115,8 @@ std::vector<TensorSpec> expected_tensors(const HParams& hp) {
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     std::string p = layer_prefix(l);
     Table layer{out, p, "norms and attn-res"};
-    for (const char* n : {"input_layernorm", "post_attention_layernorm",
-                          "self_attention_res_norm", "mlp_res_norm"}) {
+    for (const char* n : {"input_layernorm", "post_attention_layernorm", "self_attention_res_norm",
+                          "mlp_res_norm"}) {
       layer.add(std::string(n) + ".weight", {d});
     }
     layer.add("self_attention_res_proj.weight", {1, d});

@@ -1,9 +1,8 @@
 #include "model/hparams.h"
 
 #include <fstream>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 
@@ -167,8 +166,7 @@ HParams hparams_from_json(const json& top, const std::string& source) {
   hp.pad_id = t.non_negative("pad_token_id", -1);
 
   std::string act = t.string("hidden_act", "situ");
-  check(act == "situ", t.where(), ".hidden_act: unknown activation '", act,
-        "' (supported: situ)");
+  check(act == "situ", t.where(), ".hidden_act: unknown activation '", act, "' (supported: situ)");
   check(hp.situ_beta > 0 && hp.situ_linear_beta > 0, t.where(),
         ": activation_situ_beta and activation_situ_linear_beta must be positive");
   check(!t.boolean("tie_word_embeddings", false), t.where(),

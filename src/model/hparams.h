@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace k3 {
 
@@ -35,14 +34,14 @@ struct MlaHParams {
 
 struct MoeHParams {
   int64_t n_expert = 0;
-  int64_t n_used = 0;        // top-k
-  int64_t n_shared = 0;      // shared experts, fused into one FFN of width n_shared*d_expert
-  int64_t d_expert = 0;      // moe_intermediate_size
-  int64_t d_latent = 0;      // routed_expert_hidden_size (LatentMoE latent width)
-  bool renormalize = true;   // moe_renormalize (applies only when n_used > 1)
-  float routed_scale = 1.0f; // routed_scaling_factor
-  int64_t first_dense = 1;   // first_k_dense_replace
-  int64_t layer_freq = 1;    // moe_layer_freq
+  int64_t n_used = 0;         // top-k
+  int64_t n_shared = 0;       // shared experts, fused into one FFN of width n_shared*d_expert
+  int64_t d_expert = 0;       // moe_intermediate_size
+  int64_t d_latent = 0;       // routed_expert_hidden_size (LatentMoE latent width)
+  bool renormalize = true;    // moe_renormalize (applies only when n_used > 1)
+  float routed_scale = 1.0f;  // routed_scaling_factor
+  int64_t first_dense = 1;    // first_k_dense_replace
+  int64_t layer_freq = 1;     // moe_layer_freq
   ExpertFormat expert_format = ExpertFormat::bf16;
 };
 

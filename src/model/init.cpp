@@ -6,9 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/bf16.h"
 #include "core/error.h"
@@ -42,8 +41,8 @@ class Rng {
   // per value, several times faster than Box-Muller; random init needs no exact tails.
   double normal() {
     const uint64_t r = (s_ = mix64(s_));
-    const double sum = static_cast<double>((r & 0xffff) + ((r >> 16) & 0xffff) +
-                                           ((r >> 32) & 0xffff) + (r >> 48));
+    const double sum =
+        static_cast<double>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
     return (sum / 65535.0 - 2.0) * 1.7320508075688772;  // sqrt(12/4)
   }
   uint64_t bits() { return s_ = mix64(s_); }
@@ -53,7 +52,8 @@ class Rng {
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The value of element `col` of row `row` for a tensor; `rng` is seeded per row.
@@ -82,9 +82,15 @@ void fill_row(const InitRule& r, Rng& rng, int64_t row, int64_t n, int64_t n_use
               float* out) {
   for (int64_t i = 0; i < n; ++i) {
     switch (r.kind) {
-      case InitRule::normal: out[i] = static_cast<float>(r.a + r.b * rng.normal()); break;
-      case InitRule::one_plus: out[i] = static_cast<float>(1.0 + r.b * rng.normal()); break;
-      case InitRule::uniform: out[i] = static_cast<float>(r.a + (r.b - r.a) * rng.uniform()); break;
+      case InitRule::normal:
+        out[i] = static_cast<float>(r.a + r.b * rng.normal());
+        break;
+      case InitRule::one_plus:
+        out[i] = static_cast<float>(1.0 + r.b * rng.normal());
+        break;
+      case InitRule::uniform:
+        out[i] = static_cast<float>(r.a + (r.b - r.a) * rng.uniform());
+        break;
       case InitRule::log_uniform_a:  // exp(A) in [a, b] for used heads; padding stays 0
         out[i] = row * n + i < n_used_a_log
                      ? static_cast<float>(std::log(r.a + (r.b - r.a) * rng.uniform()))
@@ -171,11 +177,13 @@ class Generator {
                                uint8_t* scales) {
     const int base = 127 + static_cast<int>(std::lround(std::log2(target_rms / 2.93)));
     for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
-      scales[g] = static_cast<uint8_t>(std::clamp(base + static_cast<int>(rng.bits() % 3) - 1, 1, 254));
+      scales[g] =
+          static_cast<uint8_t>(std::clamp(base + static_cast<int>(rng.bits() % 3) - 1, 1, 254));
     }
     for (int64_t j = 0; j < cols / 2; j += 8) {
       const uint64_t r = rng.bits();
-      for (int64_t b = 0; b < 8 && j + b < cols / 2; ++b) packed[j + b] = static_cast<uint8_t>(r >> (8 * b));
+      for (int64_t b = 0; b < 8 && j + b < cols / 2; ++b)
+        packed[j + b] = static_cast<uint8_t>(r >> (8 * b));
     }
   }
 
@@ -200,8 +208,13 @@ nlohmann::json full_config(const nlohmann::json& config, bool mxfp4) {
            {{"targets", {"Linear"}},
             {"format", "mxfp4-pack-quantized"},
             {"weights",
-             {{"num_bits", 4}, {"type", "float"}, {"group_size", 32}, {"strategy", "group"},
-              {"symmetric", true}, {"dynamic", false}, {"observer", "minmax"},
+             {{"num_bits", 4},
+              {"type", "float"},
+              {"group_size", 32},
+              {"strategy", "group"},
+              {"symmetric", true},
+              {"dynamic", false},
+              {"observer", "minmax"},
               {"scale_dtype", "torch.uint8"}}},
             {"input_activations", nullptr},
             {"output_activations", nullptr}}}}},

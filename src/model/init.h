@@ -6,16 +6,15 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 namespace k3 {
 
 struct InitOptions {
   uint64_t seed = 0;
-  bool mxfp4 = false;                       // pack routed experts as MXFP4
-  uint64_t shard_bytes = 4ull << 30;        // start a new shard past this size
+  bool mxfp4 = false;                                           // pack routed experts as MXFP4
+  uint64_t shard_bytes = 4ull << 30;                            // start a new shard past this size
   std::function<void(uint64_t done, uint64_t total)> progress;  // optional
 };
 

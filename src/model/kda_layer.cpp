@@ -16,8 +16,8 @@ using Buf = std::vector<float>;
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 // y [T, P] = SiLU(conv(x · Wᵀ)), updating the conv history.
-void project_conv(const float* x, int64_t T, const Mat& w, const Vec& taps, std::vector<float>& hist,
-                  int64_t W, float* y) {
+void project_conv(const float* x, int64_t T, const Mat& w, const Vec& taps,
+                  std::vector<float>& hist, int64_t W, float* y) {
   Buf pre(static_cast<size_t>(T * w.rows));  // [T, P]
   linear(x, T, w, pre.data());
   causal_conv1d_silu(pre.data(), taps.data(), hist.data(), {T, w.rows, W}, y);

@@ -13,8 +13,8 @@ namespace {
 using Buf = std::vector<float>;
 
 // Expands cached latents to per-head keys [S, H, Dn+Dr] and values [S, H, Dv].
-void expand_kv(const MlaCache& cache, int64_t S, const MlaWeights& w, const MlaHParams& m,
-               Buf& k, Buf& v) {
+void expand_kv(const MlaCache& cache, int64_t S, const MlaWeights& w, const MlaHParams& m, Buf& k,
+               Buf& v) {
   const int64_t Dc = m.kv_lora_rank, Dr = m.qk_rope, Dn = m.qk_nope, Dv = m.v_head, H = m.n_head;
   Buf latent(S * Dc), kv(S * w.kv_b.rows);  // [S, Dc], [S, H, Dn+Dv]
   for (int64_t t = 0; t < S; ++t) {

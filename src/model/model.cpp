@@ -28,8 +28,8 @@ Sequence::~Sequence() = default;
 std::vector<float> Sequence::run(const std::vector<int64_t>& ids, bool decode) {
   const HParams& hp = model_.hparams();
   check(!ids.empty(), "no tokens to run");
-  check(state_->n_past + static_cast<int64_t>(ids.size()) <= hp.max_positions,
-        "sequence of ", state_->n_past + static_cast<int64_t>(ids.size()),
+  check(state_->n_past + static_cast<int64_t>(ids.size()) <= hp.max_positions, "sequence of ",
+        state_->n_past + static_cast<int64_t>(ids.size()),
         " tokens exceeds max_position_embeddings (", hp.max_positions, ")");
   std::vector<float> logits(ids.size() * static_cast<size_t>(hp.vocab));
   forward(model_.weights(), hp, *state_, ids.data(), static_cast<int64_t>(ids.size()),

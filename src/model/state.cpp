@@ -30,7 +30,8 @@ void SequenceState::reset() {
 
 size_t SequenceState::bytes() const {
   size_t n = 0;
-  for (const KdaState& k : kda) n += 4 * (k.conv_q.size() + k.conv_k.size() + k.conv_v.size() + k.S.size());
+  for (const KdaState& k : kda)
+    n += 4 * (k.conv_q.size() + k.conv_k.size() + k.conv_v.size() + k.S.size());
   for (const MlaCache& m : mla) n += 4 * m.rows.size();
   return n;
 }

@@ -20,9 +20,9 @@ struct MlaCache {
 };
 
 struct SequenceState {
-  int64_t n_past = 0;              // tokens already absorbed
-  std::vector<KdaState> kda;       // indexed by layer; empty for MLA layers
-  std::vector<MlaCache> mla;       // indexed by layer; empty for KDA layers
+  int64_t n_past = 0;         // tokens already absorbed
+  std::vector<KdaState> kda;  // indexed by layer; empty for MLA layers
+  std::vector<MlaCache> mla;  // indexed by layer; empty for KDA layers
 
   explicit SequenceState(const HParams& hp);
   void reset();

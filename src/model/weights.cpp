@@ -75,9 +75,14 @@ KdaWeights bind_kda(const Binder& b, const HParams& hp) {
 }
 
 MlaWeights bind_mla(const Binder& b) {
-  return MlaWeights{b.mat("q_a_proj"), b.weight("q_a_layernorm"), b.mat("q_b_proj"),
-                    b.mat("kv_a_proj_with_mqa"), b.weight("kv_a_layernorm"), b.mat("kv_b_proj"),
-                    b.mat("g_proj"), b.mat("o_proj")};
+  return MlaWeights{b.mat("q_a_proj"),
+                    b.weight("q_a_layernorm"),
+                    b.mat("q_b_proj"),
+                    b.mat("kv_a_proj_with_mqa"),
+                    b.weight("kv_a_layernorm"),
+                    b.mat("kv_b_proj"),
+                    b.mat("g_proj"),
+                    b.mat("o_proj")};
 }
 
 MoeWeights bind_moe(const Binder& b, const HParams& hp) {
@@ -94,7 +99,8 @@ MoeWeights bind_moe(const Binder& b, const HParams& hp) {
   const ExpertFormat f = hp.moe.expert_format;
   for (int64_t e = 0; e < hp.moe.n_expert; ++e) {
     const std::string ex = "experts." + std::to_string(e);
-    w.experts.push_back({b.expert(ex + ".w1", f), b.expert(ex + ".w3", f), b.expert(ex + ".w2", f)});
+    w.experts.push_back(
+        {b.expert(ex + ".w1", f), b.expert(ex + ".w3", f), b.expert(ex + ".w2", f)});
   }
   return w;
 }

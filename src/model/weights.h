@@ -42,22 +42,22 @@ struct FfnWeights {  // SiTU-GLU FFN: down(φ(gate·x, up·x))
 };
 
 struct MoeWeights {
-  Mat router;        // [E, d]
-  Vec router_bias;   // [E]  e_score_correction_bias (selection only)
-  Mat latent_down;   // [L, d]
-  Vec latent_norm;   // [L]
-  Mat latent_up;     // [d, L]
-  FfnWeights shared; // width n_shared*d_expert on the full-width input (empty if none)
+  Mat router;         // [E, d]
+  Vec router_bias;    // [E]  e_score_correction_bias (selection only)
+  Mat latent_down;    // [L, d]
+  Vec latent_norm;    // [L]
+  Mat latent_up;      // [d, L]
+  FfnWeights shared;  // width n_shared*d_expert on the full-width input (empty if none)
   std::vector<FfnWeights> experts;  // gate=w1 [I, L], up=w3 [I, L], down=w2 [L, I]
 };
 
 struct LayerWeights {
-  Vec attn_norm, ffn_norm;   // input_layernorm, post_attention_layernorm [d]
-  Vec attn_res, mlp_res;     // folded AttnRes vectors (norm ⊙ proj) [d]
-  KdaWeights kda;            // used when the layer is KDA
-  MlaWeights mla;            // used when the layer is MLA
-  FfnWeights dense;          // used when the layer is dense
-  MoeWeights moe;            // used when the layer is MoE
+  Vec attn_norm, ffn_norm;  // input_layernorm, post_attention_layernorm [d]
+  Vec attn_res, mlp_res;    // folded AttnRes vectors (norm ⊙ proj) [d]
+  KdaWeights kda;           // used when the layer is KDA
+  MlaWeights mla;           // used when the layer is MLA
+  FfnWeights dense;         // used when the layer is dense
+  MoeWeights moe;           // used when the layer is MoE
 };
 
 struct ModelWeights {

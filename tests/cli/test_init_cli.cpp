@@ -6,10 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "core/npy.h"
 #include "k3/k3.h"
@@ -25,7 +24,8 @@ struct Result {
 Result k3(const std::string& args) {
   const fs::path log =
       fs::temp_directory_path() / ("k3_cli_test_out_" + std::to_string(getpid()) + ".txt");
-  const int raw = std::system((std::string(K3_CLI_PATH) + " " + args + " >" + log.string() + " 2>&1").c_str());
+  const int raw =
+      std::system((std::string(K3_CLI_PATH) + " " + args + " >" + log.string() + " 2>&1").c_str());
   std::ifstream f(log);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -80,7 +80,10 @@ TEST_F(Init, WritesALoadableWellScaledCheckpoint) {
 TEST_F(Init, SameSeedSameBytesOtherSeedOtherBytes) {
   fs::path a = tmp("a"), b = tmp("b"), c = tmp("c");
   for (auto [dir, seed] : {std::pair{a, 5}, {b, 5}, {c, 6}}) {
-    ASSERT_EQ(k3("init --config " + kConfig + " -o " + dir.string() + " --seed " + std::to_string(seed)).status, 0);
+    ASSERT_EQ(
+        k3("init --config " + kConfig + " -o " + dir.string() + " --seed " + std::to_string(seed))
+            .status,
+        0);
   }
   const std::string shard = "model-00001-of-000001.safetensors";
   EXPECT_EQ(slurp(a / shard), slurp(b / shard));
@@ -89,13 +92,17 @@ TEST_F(Init, SameSeedSameBytesOtherSeedOtherBytes) {
 
 TEST_F(Init, ShardsMxfp4AndIndexInTheOfficialLayout) {
   fs::path dir = tmp("shards");
-  ASSERT_EQ(k3("init --config " + kConfig + " -o " + dir.string() + " --mxfp4 --shard-gb 0.0001").status, 0);
+  ASSERT_EQ(
+      k3("init --config " + kConfig + " -o " + dir.string() + " --mxfp4 --shard-gb 0.0001").status,
+      0);
   std::ifstream f(dir / "model.safetensors.index.json");
   auto idx = nlohmann::json::parse(f);
   std::set<std::string> shards;
   for (auto& [name, file] : idx["weight_map"].items()) shards.insert(file.get<std::string>());
   EXPECT_GT(shards.size(), 2u);
-  EXPECT_TRUE(shards.count("model-00001-of-" + std::string(6 - std::to_string(shards.size()).size(), '0') + std::to_string(shards.size()) + ".safetensors"));
+  EXPECT_TRUE(shards.count("model-00001-of-" +
+                           std::string(6 - std::to_string(shards.size()).size(), '0') +
+                           std::to_string(shards.size()) + ".safetensors"));
   EXPECT_TRUE(idx["weight_map"].contains(
       "language_model.model.layers.1.block_sparse_moe.experts.0.w1.weight_packed"));
   std::ifstream cf(dir / "config.json");
@@ -125,7 +132,8 @@ TEST(Cli, InspectDescribesTheModel) {
 TEST(Cli, LogitsWritesTheDocumentedNpy) {
   const fs::path out =
       fs::temp_directory_path() / ("k3_cli_logits_" + std::to_string(getpid()) + ".npy");
-  Result r = k3("logits -m " K3_SOURCE_DIR "/tests/data/models/c1_tiny --ids 5,6,7 --decode -o " + out.string());
+  Result r = k3("logits -m " K3_SOURCE_DIR "/tests/data/models/c1_tiny --ids 5,6,7 --decode -o " +
+                out.string());
   ASSERT_EQ(r.status, 0) << r.out;
   k3::NpyArray a = k3::npy_read_f32(out.string());
   EXPECT_EQ(a.shape, (std::vector<int64_t>{3, 256}));

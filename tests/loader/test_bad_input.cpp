@@ -9,9 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace {
 namespace fs = std::filesystem;
@@ -43,21 +42,24 @@ CliRun run_cli(const std::string& args) {
 class BadInput : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("k3_bad_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    dir_ =
+        fs::temp_directory_path() /
+        ("k3_bad_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::copy(kSource, dir_);
-    for (auto& e : fs::directory_iterator(dir_)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+    for (auto& e : fs::directory_iterator(dir_))
+      fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   // Runs `k3 logits` on the broken copy; expects exit 1 and every fragment in the message.
   void expect_error(const std::vector<std::string>& fragments, const std::string& ids = "1,2,3") {
     CliRun r = run_cli("logits -m " + dir_.string() + " --ids " + ids + " -o " +
-                    (dir_ / "out.npy").string());
+                       (dir_ / "out.npy").string());
     EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
-    for (const std::string& f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
+    for (const std::string& f : fragments)
+      EXPECT_NE(r.err.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
     EXPECT_FALSE(fs::exists(dir_ / "out.npy"));
   }
 
@@ -65,7 +67,9 @@ class BadInput : public ::testing::Test {
     std::ifstream f(dir_ / name);
     return json::parse(f);
   }
-  void write_json(const std::string& name, const json& j) { std::ofstream(dir_ / name) << j.dump(1); }
+  void write_json(const std::string& name, const json& j) {
+    std::ofstream(dir_ / name) << j.dump(1);
+  }
   void edit_config(const std::function<void(json&)>& fn) {
     json c = read_json("config.json");
     fn(c["text_config"]);

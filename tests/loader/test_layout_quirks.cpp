@@ -1,12 +1,11 @@
 // Official-layout quirks the loader must accept (spec §1.1, §3.1): quantization_config inside
 // text_config instead of at the top level, and A_log padded to head_dim with unused entries.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "k3/k3.h"

@@ -13,8 +13,7 @@ Register::Register(std::vector<OpCase> cases) {
   for (OpCase& c : cases) op_registry().push_back(std::move(c));
 }
 
-double rel_max_error(const std::vector<float>& got, const std::vector<double>& want,
-                     double scale) {
+double rel_max_error(const std::vector<float>& got, const std::vector<double>& want, double scale) {
   double err = 0, max_want = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     if (!std::isfinite(got[i])) return INFINITY;
@@ -48,8 +47,7 @@ std::string case_name(const ::testing::TestParamInfo<size_t>& info) {
   return s + "_" + std::to_string(info.param);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range<size_t>(0, op_registry().size()),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range<size_t>(0, op_registry().size()), case_name);
 
 }  // namespace
 }  // namespace k3::test

@@ -14,8 +14,8 @@
 namespace k3::test {
 
 struct Outputs {
-  std::vector<float> got;       // implementation under test
-  std::vector<double> want;     // reference
+  std::vector<float> got;    // implementation under test
+  std::vector<double> want;  // reference
   // Error scale; 0 means max|want|. Sums that cancel (a dot product of mixed signs) pass the
   // bound they can be held to: Σ|terms|, the standard fp32 summation error scale.
   double scale = 0;
@@ -36,7 +36,8 @@ struct Register {
 };
 
 inline std::string cat_shape(int64_t T, int64_t rows, int64_t cols) {
-  return "T=" + std::to_string(T) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+  return "T=" + std::to_string(T) + " rows=" + std::to_string(rows) +
+         " cols=" + std::to_string(cols);
 }
 
 inline std::vector<float> randn(std::mt19937_64& rng, size_t n, double scale = 1.0) {

@@ -35,9 +35,9 @@ KdaData kda_data(std::mt19937_64& rng, KdaShape s) {
 
 // Output and final state, concatenated.
 OpCase kda_case(const char* op, KdaShape s, int64_t chunk, bool chunked) {
-  std::string shape = "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) + " K=" +
-                      std::to_string(s.K) + " V=" + std::to_string(s.V) + " C=" +
-                      std::to_string(chunk);
+  std::string shape = "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
+                      " K=" + std::to_string(s.K) + " V=" + std::to_string(s.V) +
+                      " C=" + std::to_string(chunk);
   return {op, shape, 2e-5, [=](std::mt19937_64& rng) {
             KdaData d = kda_data(rng, s);
             std::vector<float> o(s.T * s.H * s.V), S = d.S0;
@@ -55,8 +55,8 @@ OpCase kda_case(const char* op, KdaShape s, int64_t chunk, bool chunked) {
 }
 
 OpCase conv_case(int64_t T, int64_t C, int64_t W, int64_t split) {
-  std::string shape = "T=" + std::to_string(T) + " C=" + std::to_string(C) + " W=" +
-                      std::to_string(W) + " split=" + std::to_string(split);
+  std::string shape = "T=" + std::to_string(T) + " C=" + std::to_string(C) +
+                      " W=" + std::to_string(W) + " split=" + std::to_string(split);
   return {"conv1d_silu", shape, 1e-6, [=](std::mt19937_64& rng) {
             std::vector<float> x = randn(rng, T * C), w = randn(rng, C * W, 0.5);
             std::vector<float> st0 = randn(rng, C * (W - 1));
@@ -74,15 +74,20 @@ OpCase conv_case(int64_t T, int64_t C, int64_t W, int64_t split) {
 
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
-  for (KdaShape s : {KdaShape{1, 1, 8, 8}, {1, 3, 16, 16}, {63, 2, 16, 16}, {64, 2, 16, 16},
-                     {65, 2, 16, 8}, {130, 3, 32, 32}, {200, 1, 16, 24}}) {
+  for (KdaShape s : {KdaShape{1, 1, 8, 8},
+                     {1, 3, 16, 16},
+                     {63, 2, 16, 16},
+                     {64, 2, 16, 16},
+                     {65, 2, 16, 8},
+                     {130, 3, 32, 32},
+                     {200, 1, 16, 24}}) {
     v.push_back(kda_case("kda_chunked", s, 64, true));
     v.push_back(kda_case("kda_recurrent", s, 64, false));
   }
   v.push_back(kda_case("kda_chunked", {37, 2, 16, 16}, 1, true));   // chunk of one token
   v.push_back(kda_case("kda_chunked", {37, 2, 16, 16}, 16, true));  // odd tail
-  for (auto [T, C, W, split] : {std::tuple{1, 5, 4, 0}, {9, 12, 4, 4}, {20, 7, 2, 19},
-                                {33, 64, 4, 1}, {6, 3, 1, 3}}) {
+  for (auto [T, C, W, split] :
+       {std::tuple{1, 5, 4, 0}, {9, 12, 4, 4}, {20, 7, 2, 19}, {33, 64, 4, 1}, {6, 3, 1, 3}}) {
     v.push_back(conv_case(T, C, W, split));
   }
   return v;

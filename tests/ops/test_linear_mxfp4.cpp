@@ -1,12 +1,12 @@
 // linear (BF16 / F32 / MXFP4 weights) against the double reference, and MXFP4 decoding.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "core/bf16.h"
 #include "ops/harness.h"
 #include "ops/linear/linear.h"
 #include "ops/mxfp4/mxfp4.h"
-
-#include <cstring>
 
 namespace k3::test {
 namespace {
@@ -98,9 +98,9 @@ TEST(Mxfp4, SpecVectorFromRealCheckpoint) {
   // spec §11.3: layer 1 expert 0 w1 row 0, scale byte 121 (2^-6), first 8 packed bytes.
   const uint8_t packed[8] = {0x16, 0xB9, 0xCE, 0x23, 0x85, 0xAB, 0x9B, 0xA2};
   const uint8_t scale[1] = {121};
-  const float want[16] = {0.0625,   0.0078125, -0.0078125, -0.0234375, -0.0625,   -0.03125,
-                          0.0234375, 0.015625, 0.046875,   -0.0,       -0.0234375, -0.015625,
-                          -0.0234375, -0.0078125, 0.015625, -0.015625};
+  const float want[16] = {0.0625,     0.0078125,  -0.0078125, -0.0234375, -0.0625,    -0.03125,
+                          0.0234375,  0.015625,   0.046875,   -0.0,       -0.0234375, -0.015625,
+                          -0.0234375, -0.0078125, 0.015625,   -0.015625};
   for (int i = 0; i < 16; ++i) EXPECT_EQ(mxfp4_value_ref(packed, scale, i), want[i]) << i;
 }
 

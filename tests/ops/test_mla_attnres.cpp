@@ -28,8 +28,10 @@ OpCase mla_case(MlaShape s) {
                   double acc = 0;
                   for (int64_t c = 0; c < s.Dc; ++c)
                     acc += double(wkv[(h * (s.Dn + s.Dv) + r) * s.Dc + c]) * cache[t * Dcr + c];
-                  if (r < s.Dn) k[(t * s.H + h) * Dq + r] = float(acc);
-                  else v[(t * s.H + h) * s.Dv + r - s.Dn] = float(acc);
+                  if (r < s.Dn)
+                    k[(t * s.H + h) * Dq + r] = float(acc);
+                  else
+                    v[(t * s.H + h) * s.Dv + r - s.Dn] = float(acc);
                 }
                 for (int64_t i = 0; i < s.Dr; ++i)
                   k[(t * s.H + h) * Dq + s.Dn + i] = cache[t * Dcr + s.Dc + i];
@@ -43,7 +45,8 @@ OpCase mla_case(MlaShape s) {
 }
 
 OpCase attn_res_case(int64_t n, int64_t T, int64_t d) {
-  std::string shape = "n=" + std::to_string(n) + " T=" + std::to_string(T) + " d=" + std::to_string(d);
+  std::string shape =
+      "n=" + std::to_string(n) + " T=" + std::to_string(T) + " d=" + std::to_string(d);
   return {"attn_res_mix", shape, 2e-6, [=](std::mt19937_64& rng) {
             std::vector<std::vector<float>> c;
             std::vector<const float*> p;
@@ -58,8 +61,11 @@ OpCase attn_res_case(int64_t n, int64_t T, int64_t d) {
 
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
-  for (MlaShape s : {MlaShape{1, 0, 1, 8, 4, 8, 16}, {1, 9, 3, 16, 8, 16, 24},
-                     {7, 0, 2, 16, 8, 12, 32}, {5, 4, 4, 8, 0, 8, 16}, {3, 2, 2, 32, 16, 32, 48}}) {
+  for (MlaShape s : {MlaShape{1, 0, 1, 8, 4, 8, 16},
+                     {1, 9, 3, 16, 8, 16, 24},
+                     {7, 0, 2, 16, 8, 12, 32},
+                     {5, 4, 4, 8, 0, 8, 16},
+                     {3, 2, 2, 32, 16, 32, 48}}) {
     v.push_back(mla_case(s));
   }
   for (auto [n, T, d] : {std::tuple{1, 1, 8}, {2, 3, 48}, {9, 5, 64}, {4, 1, 7168}}) {

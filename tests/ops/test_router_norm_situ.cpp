@@ -33,8 +33,8 @@ void route_ref(const std::vector<float>& logits, const std::vector<float>& bias,
 
 OpCase router_case(RouterParams p) {
   std::string shape = "E=" + std::to_string(p.n_expert) + " k=" + std::to_string(p.top_k) +
-                      " renorm=" + std::to_string(p.renormalize) + " scale=" +
-                      std::to_string(p.scale).substr(0, 3);
+                      " renorm=" + std::to_string(p.renormalize) +
+                      " scale=" + std::to_string(p.scale).substr(0, 3);
   return {"router", shape, 1e-6, [=](std::mt19937_64& rng) {
             std::vector<float> got;
             std::vector<double> want;
@@ -61,8 +61,10 @@ OpCase rms_case(int64_t rows, int64_t n, bool gated) {
             std::vector<float> x = randn(rng, rows * n, 3.0), z = randn(rng, rows * n, 2.0);
             std::vector<float> w = randu(rng, n, 0.5, 1.5), y(rows * n);
             std::vector<double> want(rows * n);
-            if (gated) gated_rms_norm(x.data(), z.data(), rows, n, w.data(), 1e-5f, y.data());
-            else rms_norm(x.data(), rows, n, w.data(), 1e-5f, y.data());
+            if (gated)
+              gated_rms_norm(x.data(), z.data(), rows, n, w.data(), 1e-5f, y.data());
+            else
+              rms_norm(x.data(), rows, n, w.data(), 1e-5f, y.data());
             for (int64_t r = 0; r < rows; ++r) {
               double ss = 0;
               for (int64_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
@@ -78,8 +80,12 @@ OpCase rms_case(int64_t rows, int64_t n, bool gated) {
 
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
-  for (RouterParams p : {RouterParams{1, 1, true, 1.0f}, {6, 2, true, 1.0f}, {10, 3, true, 1.5f},
-                         {8, 1, true, 2.5f}, {4, 4, true, 1.0f}, {896, 16, true, 1.0f},
+  for (RouterParams p : {RouterParams{1, 1, true, 1.0f},
+                         {6, 2, true, 1.0f},
+                         {10, 3, true, 1.5f},
+                         {8, 1, true, 2.5f},
+                         {4, 4, true, 1.0f},
+                         {896, 16, true, 1.0f},
                          {16, 4, false, 1.0f}}) {
     v.push_back(router_case(p));
   }

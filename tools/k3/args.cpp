@@ -62,8 +62,7 @@ bool Args::has(const std::string& name) const { return values_.count(name) > 0; 
 
 std::string Args::str(const std::string& name) const {
   auto it = values_.find(name);
-  check(it != values_.end(), "missing required option --", name, " (see k3 ", command_,
-        " --help)");
+  check(it != values_.end(), "missing required option --", name, " (see k3 ", command_, " --help)");
   return it->second;
 }
 
@@ -95,8 +94,7 @@ double Args::number(const std::string& name) const {
   } catch (const std::exception&) {
     used = 0;
   }
-  check(used == s.size() && !s.empty(), "option --", name, ": expected a number, found '", s,
-        "'");
+  check(used == s.size() && !s.empty(), "option --", name, ": expected a number, found '", s, "'");
   return v;
 }
 

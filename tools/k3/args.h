@@ -10,9 +10,9 @@
 namespace k3::cli {
 
 struct Option {
-  std::string name;         // long name without dashes: "model"
-  std::string alias;        // short name without dash: "m" (may be empty)
-  std::string value_name;   // "DIR"; empty for a boolean switch
+  std::string name;        // long name without dashes: "model"
+  std::string alias;       // short name without dash: "m" (may be empty)
+  std::string value_name;  // "DIR"; empty for a boolean switch
   std::string help;
   std::string default_value;  // shown in --help; empty means none
 };
@@ -25,7 +25,7 @@ class Args {
   // Throws k3::Error on an unknown option or a missing value.
   bool parse(int argc, char** argv);
 
-  bool has(const std::string& name) const;  // given on the command line, or has a default
+  bool has(const std::string& name) const;         // given on the command line, or has a default
   std::string str(const std::string& name) const;  // throws if absent
   int64_t integer(const std::string& name) const;  // throws if absent or not an integer
   double number(const std::string& name) const;

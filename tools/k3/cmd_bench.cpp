@@ -58,10 +58,12 @@ int cmd_bench(int argc, char** argv) {
   std::printf("model %s, %d threads, %lld repeats\n", args.str("model").c_str(), num_threads(),
               (long long)R);
   std::printf("prefill  %6lld tokens  %10.2f tok/s (median; min %.2f, max %.2f)\n", (long long)P,
-              median(pp), *std::min_element(pp.begin(), pp.end()), *std::max_element(pp.begin(), pp.end()));
+              median(pp), *std::min_element(pp.begin(), pp.end()),
+              *std::max_element(pp.begin(), pp.end()));
   if (N > 0) {
     std::printf("decode   %6lld tokens  %10.2f tok/s (median; min %.2f, max %.2f)\n", (long long)N,
-                median(tg), *std::min_element(tg.begin(), tg.end()), *std::max_element(tg.begin(), tg.end()));
+                median(tg), *std::min_element(tg.begin(), tg.end()),
+                *std::max_element(tg.begin(), tg.end()));
   }
   return 0;
 }

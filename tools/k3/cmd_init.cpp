@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "args.h"
@@ -42,7 +41,8 @@ int cmd_init(int argc, char** argv) {
             "model.safetensors.index.json, model-NNNNN-of-NNNNNN.safetensors) for any config.\n"
             "Weights are generated row by row and streamed to disk, so full-width slices of\n"
             "tens of GB need little memory. The same seed always gives the same bytes.",
-            {{"config", "", "FILE", "config.json (top-level with text_config, or a bare text config)", ""},
+            {{"config", "", "FILE",
+              "config.json (top-level with text_config, or a bare text config)", ""},
              {"output", "o", "DIR", "output directory (created)", ""},
              {"seed", "", "N", "random seed", "0"},
              {"mxfp4", "", "", "store routed experts as MXFP4 (compressed-tensors)", ""},

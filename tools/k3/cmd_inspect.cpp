@@ -52,14 +52,14 @@ void print_config(const HParams& hp) {
   std::printf("  MLA: %lld heads, q_lora %lld, kv_lora %lld, nope %lld, rope(NoPE) %lld, v %lld\n",
               (long long)m.n_head, (long long)m.q_lora_rank, (long long)m.kv_lora_rank,
               (long long)m.qk_nope, (long long)m.qk_rope, (long long)m.v_head);
-  std::printf("  FFN: dense width %lld for layers < %lld; MoE %lld experts, top-%lld, %lld shared,"
-              " expert width %lld, latent %lld, %s experts, scale %g\n",
-              (long long)hp.d_ff, (long long)e.first_dense, (long long)e.n_expert,
-              (long long)e.n_used, (long long)e.n_shared, (long long)e.d_expert,
-              (long long)e.d_latent, e.expert_format == ExpertFormat::mxfp4 ? "MXFP4" : "plain",
-              e.routed_scale);
-  std::printf("  AttnRes block %lld, SiTU betas %g/%g, rms eps %g\n",
-              (long long)hp.attn_res_block, hp.situ_beta, hp.situ_linear_beta, hp.rms_eps);
+  std::printf(
+      "  FFN: dense width %lld for layers < %lld; MoE %lld experts, top-%lld, %lld shared,"
+      " expert width %lld, latent %lld, %s experts, scale %g\n",
+      (long long)hp.d_ff, (long long)e.first_dense, (long long)e.n_expert, (long long)e.n_used,
+      (long long)e.n_shared, (long long)e.d_expert, (long long)e.d_latent,
+      e.expert_format == ExpertFormat::mxfp4 ? "MXFP4" : "plain", e.routed_scale);
+  std::printf("  AttnRes block %lld, SiTU betas %g/%g, rms eps %g\n", (long long)hp.attn_res_block,
+              hp.situ_beta, hp.situ_linear_beta, hp.rms_eps);
   std::printf("schedule (K=KDA, M=MLA, | = AttnRes seal)\n  %s\n", schedule(hp).c_str());
   std::printf("ffn (D=dense, E=MoE)\n  %s\n", ffn_schedule(hp).c_str());
 }
@@ -103,19 +103,20 @@ int cmd_inspect(int argc, char** argv) {
   }
   const int64_t n_mla = hp.n_layers_of(AttnKind::mla), n_kda = hp.n_layers_of(AttnKind::kda);
   const double cache_tok = 4.0 * static_cast<double>(hp.mla.cache_width() * n_mla);
-  const double kda_seq = 4.0 * static_cast<double>(
-      n_kda * (hp.kda.n_head * hp.kda.head_dim * hp.kda.head_dim +
-               3 * hp.kda.proj_dim() * (hp.kda.conv_kernel - 1)));
+  const double kda_seq =
+      4.0 * static_cast<double>(n_kda * (hp.kda.n_head * hp.kda.head_dim * hp.kda.head_dim +
+                                         3 * hp.kda.proj_dim() * (hp.kda.conv_kernel - 1)));
   std::printf("state (fp32, as this engine keeps it)\n");
   std::printf("  MLA latent cache  %s per token (%lld scalars x %lld layers)\n",
               human(cache_tok).c_str(), (long long)hp.mla.cache_width(), (long long)n_mla);
   std::printf("  KDA state         %s per sequence (recurrent + conv, %lld layers)\n",
               human(kda_seq).c_str(), (long long)n_kda);
   const double peak = static_cast<double>(weight_bytes) + kda_seq + cache_tok * ctx;
-  std::printf("expected peak memory at %lld tokens, batch 1\n  %s (weights mapped %s + state %s;"
-              " plus activations of the running chunk)\n",
-              (long long)ctx, human(peak).c_str(), human(static_cast<double>(weight_bytes)).c_str(),
-              human(kda_seq + cache_tok * ctx).c_str());
+  std::printf(
+      "expected peak memory at %lld tokens, batch 1\n  %s (weights mapped %s + state %s;"
+      " plus activations of the running chunk)\n",
+      (long long)ctx, human(peak).c_str(), human(static_cast<double>(weight_bytes)).c_str(),
+      human(kda_seq + cache_tok * ctx).c_str());
   return 0;
 }
 

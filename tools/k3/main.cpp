@@ -4,8 +4,8 @@
 #include <exception>
 #include <string>
 
-#include "core/error.h"
 #include "commands.h"
+#include "core/error.h"
 
 namespace {
 
@@ -29,8 +29,10 @@ const Command kCommands[] = {
 };
 
 void print_usage() {
-  std::printf("usage: k3 <command> [options]\n\nk3.cpp %s — an engine for Kimi K3-architecture models.\n\ncommands:\n",
-              K3_VERSION);
+  std::printf(
+      "usage: k3 <command> [options]\n\nk3.cpp %s — an engine for Kimi K3-architecture "
+      "models.\n\ncommands:\n",
+      K3_VERSION);
   for (const Command& c : kCommands) std::printf("  %-12s %s\n", c.name, c.summary);
   std::printf("\nRun 'k3 <command> --help' for the options of one command.\n");
 }

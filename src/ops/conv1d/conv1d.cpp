@@ -6,7 +6,9 @@
 namespace k3 {
 namespace {
 template <typename F>
-F silu(F v) { return v / (F(1) + std::exp(-v)); }
+F silu(F v) {
+  return v / (F(1) + std::exp(-v));
+}
 }  // namespace
 
 void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShape s, float* y) {
@@ -26,8 +28,7 @@ void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShap
   }
 }
 
-void causal_conv1d_silu_ref(const float* x, const float* w, float* state, Conv1dShape s,
-                            float* y) {
+void causal_conv1d_silu_ref(const float* x, const float* w, float* state, Conv1dShape s, float* y) {
   const int64_t H = s.W - 1;
   for (int64_t c = 0; c < s.C; ++c) {
     std::vector<double> seq;  // history then the new inputs

@@ -23,7 +23,13 @@ using Acc = double;
 struct ChunkScratch {
   std::vector<Acc> gamma, decay, M, W, U, Vn, qs;
   ChunkScratch(int64_t C, int64_t K, int64_t V)
-      : gamma(C * K), decay(C * C * K), M(std::max(C * C, V)), W(C * K), U(C * V), Vn(C * V), qs(V) {}
+      : gamma(C * K),
+        decay(C * C * K),
+        M(std::max(C * C, V)),
+        W(C * K),
+        U(C * V),
+        Vn(C * V),
+        qs(V) {}
 };
 
 // Gathers row t of head h from a [T, H, D] tensor.
@@ -37,7 +43,8 @@ void chunk_step(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t 
   // Γ [n, K]: cumulative log decay; decay[r][s][i] = e^{Γ_r[i]−Γ_s[i]} for s ≤ r.
   for (int64_t r = 0; r < n; ++r) {
     const float* g = row(in.g, t0 + r, h, H, K);
-    for (int64_t i = 0; i < K; ++i) w.gamma[r * K + i] = (r ? w.gamma[(r - 1) * K + i] : 0.0) + g[i];
+    for (int64_t i = 0; i < K; ++i)
+      w.gamma[r * K + i] = (r ? w.gamma[(r - 1) * K + i] : 0.0) + g[i];
   }
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t c = 0; c <= r; ++c) {

@@ -92,8 +92,10 @@ float dot_bf16(const float* x, const uint16_t* w, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m512i raw = _mm512_loadu_si512(w + i);
-    const __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16));
-    const __m512 w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16));
+    const __m512 w0 = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16));
+    const __m512 w1 = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16));
     acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), w0, acc0);
     acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), w1, acc1);
   }
@@ -111,7 +113,8 @@ bool linear_bf16_small_t(const float* x, int64_t T, const Mat& w, float* y) {
   const uint16_t* base = static_cast<const uint16_t*>(w.data);
 #pragma omp parallel for schedule(static) if (w.rows * w.cols > 32768)
   for (int64_t r = 0; r < w.rows; ++r) {
-    for (int64_t t = 0; t < T; ++t) y[t * w.rows + r] = dot_bf16(x + t * w.cols, base + r * w.cols, w.cols);
+    for (int64_t t = 0; t < T; ++t)
+      y[t * w.rows + r] = dot_bf16(x + t * w.cols, base + r * w.cols, w.cols);
   }
   return true;
 }
@@ -138,7 +141,8 @@ void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int
     }
   }
   for (; t < T; ++t) {
-    for (int64_t j = 0; j < nr; ++j) y[t * ld_y + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
+    for (int64_t j = 0; j < nr; ++j)
+      y[t * ld_y + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
   }
 }
 

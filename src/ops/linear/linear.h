@@ -11,8 +11,8 @@ enum class MatFormat { bf16, f32, mxfp4 };
 struct Mat {
   int64_t rows = 0, cols = 0;
   MatFormat format = MatFormat::f32;
-  const void* data = nullptr;        // [rows, cols] values, or [rows, cols/2] packed nibbles
-  const uint8_t* scales = nullptr;   // MXFP4 only: E8M0 [rows, cols/32]
+  const void* data = nullptr;       // [rows, cols] values, or [rows, cols/2] packed nibbles
+  const uint8_t* scales = nullptr;  // MXFP4 only: E8M0 [rows, cols/32]
   bool empty() const { return data == nullptr; }
 };
 

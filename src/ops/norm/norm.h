@@ -1,6 +1,7 @@
 // RMS norms (spec §0.1), in fp32.
 //   rms_norm:        y = w ⊙ x / sqrt(mean(x²) + eps)
-//   gated_rms_norm:  y = w ⊙ x / sqrt(mean(x²) + eps) ⊙ σ(z)     (KDA o_norm, FLA FusedRMSNormGated)
+//   gated_rms_norm:  y = w ⊙ x / sqrt(mean(x²) + eps) ⊙ σ(z)     (KDA o_norm, FLA
+//   FusedRMSNormGated)
 // Both work on `rows` independent vectors of length n; w has length n.
 #pragma once
 

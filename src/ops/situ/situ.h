@@ -8,8 +8,8 @@
 namespace k3 {
 
 struct SituParams {
-  float beta = 4.0f;         // activation_situ_beta (gate soft cap)
-  float linear_beta = 25.0f; // activation_situ_linear_beta (up-branch soft cap)
+  float beta = 4.0f;          // activation_situ_beta (gate soft cap)
+  float linear_beta = 25.0f;  // activation_situ_linear_beta (up-branch soft cap)
 };
 
 double situ_glu_ref(double a, double b, SituParams p);
