@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
+./scripts/check-style.sh
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
