@@ -81,7 +81,13 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, const u
   uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
   check(begin <= end && end <= data_size, where, ": data_offsets [", begin, ", ", end,
         ") run past the end of the data (", data_size, " bytes; truncated file?)");
-  uint64_t want = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype);
+  // Overflow-safe size: a hostile shape must not wrap around to a size that looks right.
+  uint64_t want = dtype_size(t.dtype);
+  for (int64_t d : t.shape) {
+    check(d == 0 || want <= (uint64_t{1} << 62) / static_cast<uint64_t>(d), where, ": shape ",
+          t.shape_str(), " is too large");
+    want *= static_cast<uint64_t>(d);
+  }
   check(end - begin == want, where, ": holds ", end - begin, " bytes but ", dtype_name(t.dtype),
         " ", t.shape_str(), " needs ", want);
   t.data = base + begin;

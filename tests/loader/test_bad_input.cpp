@@ -136,6 +136,12 @@ TEST_F(BadInput, SizeDisagreesWithShape) {
   expect_error({name, "needs"});
 }
 
+TEST_F(BadInput, ShapeThatOverflowsTheSize) {
+  const std::string name = kLayer0 + "input_layernorm.weight";
+  edit_header([&](json& h) { h[name]["shape"] = {1ll << 62, 1ll << 62, 4}; });
+  expect_error({name, "too large"});
+}
+
 TEST_F(BadInput, UnsupportedDtype) {
   const std::string name = kLayer0 + "input_layernorm.weight";
   edit_header([&](json& h) { h[name]["dtype"] = "I64"; });
