@@ -104,6 +104,25 @@ TEST(Mxfp4, SpecVectorFromRealCheckpoint) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(mxfp4_value_ref(packed, scale, i), want[i]) << i;
 }
 
+TEST(Mxfp4, EveryScaleAndCodeDecodesToTheFormula) {
+  // All finite E8M0 exponents x all 16 codes, against W = (-1)^sign · LUT[mag] · 2^(s-127)
+  // written out independently here.
+  const float lut[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  std::vector<uint8_t> packed(8), scale(1);
+  for (int i = 0; i < 8; ++i) packed[i] = static_cast<uint8_t>((2 * i) | ((2 * i + 1) << 4));
+  std::vector<float> row(32);
+  for (int s = 0; s < 255; ++s) {  // 255 is NaN in the OCP MX spec
+    scale[0] = static_cast<uint8_t>(s);
+    packed.resize(16, 0);
+    mxfp4_decode_row(packed.data(), scale.data(), 32, row.data());
+    for (int i = 0; i < 16; ++i) {
+      const float want = (i & 8 ? -1.0f : 1.0f) * lut[i & 7] * std::ldexp(1.0f, s - 127);
+      EXPECT_EQ(row[i], want) << "scale " << s << " code " << i;
+      EXPECT_EQ(mxfp4_value_ref(packed.data(), scale.data(), i), want) << "scale " << s;
+    }
+  }
+}
+
 TEST(Mxfp4, ReencodeWithStoredScalesIsIdentity) {
   // spec §11.4 item 5: decode, re-encode with the stored scales fixed, compare bytes.
   std::mt19937_64 rng(7);

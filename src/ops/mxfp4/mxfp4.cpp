@@ -2,13 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace k3 {
 namespace {
 
 constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
-float e8m0(uint8_t s) { return std::ldexp(1.0f, static_cast<int>(s) - 127); }
+// 2^(s-127). Exponents 1..254 are built directly as float bits (the hot path); 0 (2^-127, a
+// subnormal) and 255 (NaN in the OCP spec; not expected) go through ldexp.
+float e8m0(uint8_t s) {
+  if (s == 0 || s == 255) return std::ldexp(1.0f, static_cast<int>(s) - 127);
+  const uint32_t bits = static_cast<uint32_t>(s) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 float nibble_value(uint8_t n) {
   float m = kMagnitude[n & 7];
