@@ -39,45 +39,7 @@ constexpr const char* kTinyConfig = R"({
   }
 })";
 
-TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  path_ = (fs::temp_directory_path() /
-           ("k3_sample_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-              .string();
-  fs::remove_all(path_);
-  fs::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
-std::string TempDir::write(const std::string& name, const std::string& content) const {
-  std::ofstream out(file(name), std::ios::binary);
-  out << content;
-  return file(name);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string tokenizer_dir() { return std::string(K3_SOURCE_DIR) + "/tests/data/tokenizer"; }
-
-namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-}  // namespace
 
 const std::string& tiny_model_dir() {
   static const TempDir dir;
@@ -102,24 +64,6 @@ const Model& tiny_model() {
 const Tokenizer& tiny_tokenizer() {
   static const Tokenizer tok = Tokenizer::load(tiny_model_dir());
   return tok;
-}
-
-CliResult run_k3(const std::vector<std::string>& args, const std::string& stdin_data,
-                 const std::map<std::string, std::string>& env) {
-  TempDir dir;
-  dir.write("stdin", stdin_data);
-  std::string cmd = "env";
-  for (const auto& [k, v] : env) cmd += " " + shell_quote(k + "=" + v);
-  cmd += " " + shell_quote(K3_CLI_PATH);
-  for (const std::string& a : args) cmd += " " + shell_quote(a);
-  cmd += " <" + shell_quote(dir.file("stdin")) + " >" + shell_quote(dir.file("out")) + " 2>" +
-         shell_quote(dir.file("err"));
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(dir.file("out"));
-  r.err = read_file(dir.file("err"));
-  return r;
 }
 
 }  // namespace k3::test

@@ -22,14 +22,6 @@ const Tokenizer& fixture_tokenizer() {
   return tok;
 }
 
-std::string read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 namespace {
 
 std::string xz_decompress(const std::string& packed) {
@@ -166,50 +158,6 @@ std::string describe_first_difference(const Tokenizer& tok, const std::string& t
      << escaped(text.substr(from, byte - from)) << "<<HERE>>" << escaped(text.substr(byte, 40))
      << "\"";
   return os.str();
-}
-
-TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  path_ = (fs::temp_directory_path() /
-           ("k3_tok_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-              .string();
-  fs::remove_all(path_);
-  fs::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
-void TempDir::write(const std::string& name, const std::string& content) const {
-  std::ofstream out(path_ + "/" + name, std::ios::binary);
-  out << content;
-}
-
-namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-}  // namespace
-
-CliResult run_k3(const std::vector<std::string>& args, const std::string& stdin_data) {
-  TempDir dir;
-  dir.write("stdin", stdin_data);
-  std::string cmd = shell_quote(K3_CLI_PATH);
-  for (const std::string& a : args) cmd += " " + shell_quote(a);
-  cmd += " <" + shell_quote(dir.path() + "/stdin") + " >" + shell_quote(dir.path() + "/out") +
-         " 2>" + shell_quote(dir.path() + "/err");
-  int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file_bytes(dir.path() + "/out");
-  r.err = read_file_bytes(dir.path() + "/err");
-  return r;
 }
 
 }  // namespace k3::test

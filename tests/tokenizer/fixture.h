@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_harness.h"
 #include "tokenizer/tokenizer.h"
 
 namespace k3::test {
@@ -29,26 +30,6 @@ std::string describe_first_difference(const Tokenizer& tok, const std::string& t
                                       const std::vector<int32_t>& expected,
                                       const std::vector<int32_t>& actual);
 
-// A fresh empty directory under the system temp dir, removed by the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  void write(const std::string& name, const std::string& content) const;
-
- private:
-  std::string path_;
-};
-
-struct CliResult {
-  int exit_code;
-  std::string out, err;
-};
-
-// Runs the built k3 with `args` (shell-quoted here), feeding `stdin_data`.
-CliResult run_k3(const std::vector<std::string>& args, const std::string& stdin_data = "");
-
-std::string read_file_bytes(const std::string& path);
+// TempDir, CliResult and run_k3() come from common/cli_harness.h.
 
 }  // namespace k3::test
