@@ -2,11 +2,24 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
 namespace k3::test {
 
 std::vector<OpCase>& op_registry() {
   static std::vector<OpCase> cases;
   return cases;
+}
+
+std::vector<PerfCase>& perf_registry() {
+  static std::vector<PerfCase> cases;
+  return cases;
+}
+
+RegisterPerf::RegisterPerf(std::vector<PerfCase> cases) {
+  for (PerfCase& c : cases) perf_registry().push_back(std::move(c));
 }
 
 Register::Register(std::vector<OpCase> cases) {
@@ -45,6 +58,28 @@ std::string case_name(const ::testing::TestParamInfo<size_t>& info) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
   return s + "_" + std::to_string(info.param);
+}
+
+// Disabled by default (timings belong in benchmarks); bench/ops_perf.sh runs it.
+TEST(OpPerf, DISABLED_AllCases) {
+  std::printf("%-16s %-36s %10s %9s %8s\n", "op", "shape", "median ms", "GFLOP/s", "GB/s");
+  for (size_t i = 0; i < perf_registry().size(); ++i) {
+    const PerfCase& c = perf_registry()[i];
+    std::mt19937_64 rng(0x9e3779b9 + i);
+    std::function<void()> run = c.prepare(rng);
+    run();  // warm-up: first touch of buffers
+    std::vector<double> ms;
+    for (int r = 0; r < 7; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run();
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    std::printf("%-16s %-36s %10.3f %9.2f %8.2f\n", c.op.c_str(), c.shape.c_str(), med,
+                c.flops / med * 1e-6, c.bytes / med * 1e-6);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range<size_t>(0, op_registry().size()), case_name);

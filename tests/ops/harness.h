@@ -30,6 +30,23 @@ struct OpCase {
 
 std::vector<OpCase>& op_registry();
 
+// Perf mode (the micro-benchmark): a case prepares inputs at a real model's shapes, using the
+// same input builders as the test cases, and returns a closure that runs only the
+// implementation. `bench/ops_perf.sh` times every registered case (median of repeats).
+struct PerfCase {
+  std::string op;
+  std::string shape;
+  double flops;  // per run, for GFLOP/s
+  double bytes;  // weight/state bytes streamed per run, for GB/s
+  std::function<std::function<void()>(std::mt19937_64&)> prepare;
+};
+
+std::vector<PerfCase>& perf_registry();
+
+struct RegisterPerf {
+  explicit RegisterPerf(std::vector<PerfCase> cases);
+};
+
 // Registers cases at static-init time: `static Register r({...});`
 struct Register {
   explicit Register(std::vector<OpCase> cases);

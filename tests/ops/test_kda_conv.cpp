@@ -3,6 +3,8 @@
 // reference, also when the sequence is fed in pieces.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "ops/conv1d/conv1d.h"
 #include "ops/harness.h"
 #include "ops/kda/kda.h"
@@ -94,6 +96,30 @@ std::vector<OpCase> cases() {
 }
 
 static Register reg(cases());
+
+// Release shapes: 96 heads x 128, one prefill chunk (chunked) and one decode step (recurrent).
+PerfCase kda_perf(KdaShape s, bool chunked) {
+  const double state_bytes = 4.0 * s.H * s.K * s.V;
+  const double flops =
+      chunked ? s.H * (4.0 * s.T * s.T * s.K + 6.0 * s.T * s.K * s.V) : s.T * s.H * 8.0 * s.K * s.V;
+  std::string shape = "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
+                      " K=" + std::to_string(s.K) + " V=" + std::to_string(s.V);
+  return {chunked ? "kda_chunked" : "kda_recurrent", shape, flops, state_bytes,
+          [=](std::mt19937_64& rng) -> std::function<void()> {
+            auto d = std::make_shared<KdaData>(kda_data(rng, s));
+            auto o = std::make_shared<std::vector<float>>(s.T * s.H * s.V);
+            auto S = std::make_shared<std::vector<float>>(d->S0);
+            return [=] {
+              if (chunked) {
+                kda_chunked(d->in(), s, S->data(), o->data());
+              } else {
+                kda_recurrent(d->in(), s, S->data(), o->data());
+              }
+            };
+          }};
+}
+
+static RegisterPerf perf({kda_perf({64, 96, 128, 128}, true), kda_perf({1, 96, 128, 128}, false)});
 
 }  // namespace
 }  // namespace k3::test

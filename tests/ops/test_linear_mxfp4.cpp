@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 
 #include "core/bf16.h"
 #include "ops/harness.h"
@@ -93,6 +94,24 @@ std::vector<OpCase> cases() {
 }
 
 static Register reg(cases());
+
+// Release shapes: KDA q/k/v/g projection (12288 x 7168, BF16) and a routed expert's w1
+// (3072 x 3584, MXFP4), for one decode token and a prefill chunk.
+PerfCase linear_perf(int64_t T, int64_t rows, int64_t cols, MatFormat f, const char* name) {
+  const double wbytes = f == MatFormat::mxfp4 ? rows * cols * (0.5 + 1.0 / 32) : rows * cols * 2.0;
+  return {"linear", cat_shape(T, rows, cols) + " " + name, 2.0 * T * rows * cols, wbytes,
+          [=](std::mt19937_64& rng) -> std::function<void()> {
+            auto w = std::make_shared<Weight>(random_weight(rng, rows, cols, f));
+            auto x = std::make_shared<std::vector<float>>(randn(rng, T * cols));
+            auto y = std::make_shared<std::vector<float>>(T * rows);
+            return [=] { linear(x->data(), T, w->mat, y->data()); };
+          }};
+}
+
+static RegisterPerf perf({linear_perf(1, 12288, 7168, MatFormat::bf16, "bf16 kda_q"),
+                          linear_perf(64, 12288, 7168, MatFormat::bf16, "bf16 kda_q"),
+                          linear_perf(1, 3072, 3584, MatFormat::mxfp4, "mxfp4 expert_w1"),
+                          linear_perf(32, 3072, 3584, MatFormat::mxfp4, "mxfp4 expert_w1")});
 
 TEST(Mxfp4, SpecVectorFromRealCheckpoint) {
   // spec §11.3: layer 1 expert 0 w1 row 0, scale byte 121 (2^-6), first 8 packed bytes.
