@@ -153,10 +153,24 @@ void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int
   }
 }
 
+// Small T with MXFP4 weights: decode fused into the dot product, one pass per row.
+bool linear_mxfp4_small_t(const float* x, int64_t T, const Mat& w, float* y) {
+  if (w.format != MatFormat::mxfp4 || T > 2) return false;
+  const uint8_t* packed = static_cast<const uint8_t*>(w.data);
+  const int64_t pb = w.cols / 2, sb = w.cols / kMxfp4Group;
+#pragma omp parallel for schedule(static) if (w.rows * w.cols > 32768)
+  for (int64_t r = 0; r < w.rows; ++r) {
+    for (int64_t t = 0; t < T; ++t) {
+      y[t * w.rows + r] = mxfp4_dot_row(packed + r * pb, w.scales + r * sb, x + t * w.cols, w.cols);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void linear(const float* x, int64_t T, const Mat& w, float* y) {
-  if (linear_bf16_small_t(x, T, w, y)) return;
+  if (linear_bf16_small_t(x, T, w, y) || linear_mxfp4_small_t(x, T, w, y)) return;
   const int64_t n_blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
 #pragma omp parallel if (w.rows * w.cols * T > 32768)
   {

@@ -50,43 +50,89 @@ float mxfp4_value_ref(const uint8_t* packed_row, const uint8_t* scale_row, int64
   return nibble_value(n) * e8m0(scale_row[i / kMxfp4Group]);
 }
 
+namespace {
+
+// Signed E2M1 magnitudes by nibble code.
+struct CodeTable {
+  float v[16];
+};
+const CodeTable& code_table() {
+  static const CodeTable t = [] {
+    CodeTable c{};
+    for (int n = 0; n < 16; ++n) c.v[n] = nibble_value(static_cast<uint8_t>(n));
+    return c;
+  }();
+  return t;
+}
+
+#if defined(__AVX512F__)
+// One group of 32 values (16 packed bytes) as two vectors, elements 0-15 and 16-31: both
+// nibbles are looked up in the scaled 16-entry table with one permute each, then interleaved
+// (low nibble = even element).
+struct GroupDecoder {
+  __m512 table = _mm512_loadu_ps(code_table().v);
+  __m512i even = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  __m512i odd = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  __m512i low4 = _mm512_set1_epi32(0x0f);
+
+  void operator()(const uint8_t* bytes16, uint8_t scale, __m512& first, __m512& second) const {
+    const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(e8m0(scale)));
+    const __m512i b =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
+    const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(b, low4), scaled);
+    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), scaled);
+    first = _mm512_permutex2var_ps(lo, even, hi);
+    second = _mm512_permutex2var_ps(lo, odd, hi);
+  }
+};
+#endif
+
+}  // namespace
+
 void mxfp4_decode_row(const uint8_t* packed_row, const uint8_t* scale_row, int64_t cols,
                       float* out) {
-  // Signed magnitudes per nibble code; the group scale is applied per 32 columns.
-  static const auto kTable = [] {
-    struct T {
-      float v[16];
-    } t{};
-    for (int n = 0; n < 16; ++n) t.v[n] = nibble_value(static_cast<uint8_t>(n));
-    return t;
-  }();
 #if defined(__AVX512F__)
-  // 16 bytes -> 32 values per group: look both nibbles up in the scaled 16-entry table with
-  // one permute each, then interleave (low nibble = even element).
-  const __m512 table = _mm512_loadu_ps(kTable.v);
-  const __m512i even = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i odd =
-      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  const __m512i low4 = _mm512_set1_epi32(0x0f);
+  const GroupDecoder decode;
   for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
-    const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(e8m0(scale_row[g])));
-    const __m512i bytes = _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed_row + g * (kMxfp4Group / 2))));
-    const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(bytes, low4), scaled);
-    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), scaled);
-    _mm512_storeu_ps(out + g * kMxfp4Group, _mm512_permutex2var_ps(lo, even, hi));
-    _mm512_storeu_ps(out + g * kMxfp4Group + 16, _mm512_permutex2var_ps(lo, odd, hi));
+    __m512 a, b;
+    decode(packed_row + g * (kMxfp4Group / 2), scale_row[g], a, b);
+    _mm512_storeu_ps(out + g * kMxfp4Group, a);
+    _mm512_storeu_ps(out + g * kMxfp4Group + 16, b);
   }
 #else
+  const CodeTable& t = code_table();
   for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
     const float s = e8m0(scale_row[g]);
     const uint8_t* p = packed_row + g * (kMxfp4Group / 2);
     float* o = out + g * kMxfp4Group;
     for (int64_t j = 0; j < kMxfp4Group / 2; ++j) {
-      o[2 * j] = kTable.v[p[j] & 0x0f] * s;
-      o[2 * j + 1] = kTable.v[p[j] >> 4] * s;
+      o[2 * j] = t.v[p[j] & 0x0f] * s;
+      o[2 * j + 1] = t.v[p[j] >> 4] * s;
     }
   }
+#endif
+}
+
+float mxfp4_dot_row(const uint8_t* packed_row, const uint8_t* scale_row, const float* x,
+                    int64_t cols) {
+#if defined(__AVX512F__)
+  const GroupDecoder decode;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
+    __m512 a, b;
+    decode(packed_row + g * (kMxfp4Group / 2), scale_row[g], a, b);
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + g * kMxfp4Group), a, acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + g * kMxfp4Group + 16), b, acc1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#else
+  float row[kMxfp4Group];
+  float acc = 0;
+  for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
+    mxfp4_decode_row(packed_row + g * (kMxfp4Group / 2), scale_row + g, kMxfp4Group, row);
+    for (int64_t i = 0; i < kMxfp4Group; ++i) acc += x[g * kMxfp4Group + i] * row[i];
+  }
+  return acc;
 #endif
 }
 

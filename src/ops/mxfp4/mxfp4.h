@@ -18,6 +18,11 @@ float mxfp4_value_ref(const uint8_t* packed_row, const uint8_t* scale_row, int64
 void mxfp4_decode_row(const uint8_t* packed_row, const uint8_t* scale_row, int64_t cols,
                       float* out);
 
+// Σ_i x[i]·W[row, i] straight from the packed row (decode fused into the dot product: for
+// decode steps, where every weight is used once).
+float mxfp4_dot_row(const uint8_t* packed_row, const uint8_t* scale_row, const float* x,
+                    int64_t cols);
+
 // Encodes values that already lie on the grid of the given E8M0 scales (the stored scales are
 // kept fixed: spec §11.4 item 5). Values off the grid are rounded to the nearest code.
 void mxfp4_encode_row(const float* values, const uint8_t* scale_row, int64_t cols,
