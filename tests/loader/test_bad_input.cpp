@@ -249,6 +249,9 @@ TEST(BadCommandLine, UnknownOptionAndMissingModel) {
   CliRun r = run_cli("logits --bogus 1");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("unknown option '--bogus'"), std::string::npos) << r.err;
+  r = run_cli("inspect stray-word");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("unexpected argument 'stray-word'"), std::string::npos) << r.err;
   r = run_cli("logits --ids 1 -o /tmp/x.npy -m /nonexistent/k3");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;

@@ -52,7 +52,8 @@ bool Args::parse(int argc, char** argv) {
       }
       given_[o->name].push_back(values_[o->name]);
     } else {
-      positionals_.push_back(tok);
+      // No k3 command takes positional arguments: a stray word is a mistake worth naming.
+      fail("unexpected argument '", tok, "' (see k3 ", command_, " --help)");
     }
   }
   return true;

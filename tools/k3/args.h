@@ -22,7 +22,7 @@ class Args {
   Args(std::string command, std::string usage, std::string summary, std::vector<Option> options);
 
   // Parses argv (argv[0] is the subcommand name). Returns false when --help was printed.
-  // Throws k3::Error on an unknown option or a missing value.
+  // Throws k3::Error on an unknown option, a missing value or a stray positional argument.
   bool parse(int argc, char** argv);
 
   bool has(const std::string& name) const;         // given on the command line, or has a default
@@ -31,7 +31,6 @@ class Args {
   double number(const std::string& name) const;
   // Every value given for a repeatable option, in order (str() returns the last one).
   std::vector<std::string> all(const std::string& name) const;
-  const std::vector<std::string>& positionals() const { return positionals_; }
   std::string help() const;
 
  private:
@@ -40,7 +39,6 @@ class Args {
   std::vector<Option> options_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::vector<std::string>> given_;  // every value from the command line
-  std::vector<std::string> positionals_;
 };
 
 // Parses "1,2,3" into integers; names `what` in the error.

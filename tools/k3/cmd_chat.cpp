@@ -114,8 +114,6 @@ bool command(ChatContext& c, const std::string& line) {
 int cmd_chat(int argc, char** argv) {
   Args args = chat_args();
   if (!args.parse(argc, argv)) return 0;
-  check(args.positionals().empty(), "unexpected argument '",
-        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 chat --help)");
   if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);

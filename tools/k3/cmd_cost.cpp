@@ -166,8 +166,6 @@ void write_plots(const std::string& dir, const HParams& hp, const cost::QbSimRes
 int cmd_cost(int argc, char** argv) {
   Args args = make_args();
   if (!args.parse(argc, argv)) return 0;
-  check(args.positionals().empty(), "unexpected argument '",
-        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 cost --help)");
   Inputs in = read_inputs(args);
   const bool print = !args.has("json");
   const HParams& hp = in.hp;

@@ -25,8 +25,6 @@ int cmd_detokenize(int argc, char** argv) {
           {"json", "", "", "print the text as a JSON string (with a newline)", ""},
       });
   if (!args.parse(argc, argv)) return 0;
-  check(args.positionals().empty(), "unexpected argument '",
-        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 detokenize --help)");
   Tokenizer tok = Tokenizer::load(args.str("model"));
   std::vector<int32_t> ids = args.has("ids") ? parse_id_list(args.str("ids"), "--ids")
                                              : parse_id_list(read_stdin(), "stdin");

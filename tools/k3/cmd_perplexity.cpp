@@ -53,8 +53,6 @@ int cmd_perplexity(int argc, char** argv) {
              {"stride", "", "S", "window start step, 1..ctx (default: ctx, no overlap)", ""},
              {"threads", "t", "N", "worker threads (default: all cores)", ""}});
   if (!args.parse(argc, argv)) return 0;
-  check(args.positionals().empty(), "unexpected argument '",
-        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 perplexity --help)");
   if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);

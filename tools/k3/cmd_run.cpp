@@ -74,8 +74,6 @@ std::vector<int32_t> prompt_ids(const Args& args, const Tokenizer& tok,
 int cmd_run(int argc, char** argv) {
   Args args = run_args();
   if (!args.parse(argc, argv)) return 0;
-  check(args.positionals().empty(), "unexpected argument '",
-        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 run --help)");
   if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);

@@ -27,8 +27,6 @@ int cmd_tokenize(int argc, char** argv) {
                 {"no-special", "", "", "encode special-token texts as ordinary text", ""},
             });
   if (!args.parse(argc, argv)) return 0;
-  check(args.positionals().empty(), "unexpected argument '",
-        args.positionals().empty() ? "" : args.positionals()[0], "' (see k3 tokenize --help)");
   check(!(args.has("prompt") && args.has("file")), "give the text with -p or -f, not both");
   Tokenizer tok = Tokenizer::load(args.str("model"));
   std::string text = args.has("prompt") ? args.str("prompt")
