@@ -1,66 +1,30 @@
-// k3.cpp public API: load a Kimi K3-architecture checkpoint (official layout, memory-mapped)
-// and run it. Errors are thrown as k3::Error (a std::runtime_error) with a message that names
-// the file, tensor or field at fault.
-//
-//   auto model = k3::Model::load("path/to/checkpoint");
-//   k3::Sequence seq(*model);
-//   std::vector<float> logits = seq.prefill({1, 2, 3});   // [3, vocab]
-//   std::vector<float> next = seq.decode(4);              // [vocab]
+// k3.cpp public API: everything a tool needs, in one include (or include the headers singly).
+// Nothing here uses CUDA, HTTP or JSON library types; errors are thrown as k3::Error.
+//   error.h              k3::Error and the cat/check/fail helpers
+//   hparams.h            HParams: a validated config.json (hparams_from_file)
+//   model.h              Model::load, Sequence (one sequence), threads
+//   engine.h             Engine, Batch, sequences and snapshots over a budgeted state pool
+//   tokenizer.h          Tokenizer (K3's tiktoken BPE + specials), StreamDecoder, UTF-8 check
+//   chat.h               the chat format: request JSON text -> prompt ids, output -> message
+//   sampler.h            SamplingParams, LogitBias, Sampler (penalties, temperature, top-k/p)
+//   generation_config.h  a model's recommended sampling settings (generation_config.json)
+//   generate.h           Session: the generation loop, prompt ids in, text pieces out
+//   perplexity.h         sliding-window perplexity of a token sequence
+//   npy.h                float32 NPY read/write, the logits exchange format
+//   init.h               random-initialised checkpoints for any config (k3 init)
+//   inspect.h            describe_checkpoint: config and tensors of a checkpoint (k3 inspect)
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
-
-namespace k3 {
-
-struct HParams;
-class Checkpoint;
-struct ModelWeights;
-struct SequenceState;
-
-class Model {
- public:
-  static std::unique_ptr<Model> load(const std::string& dir);
-  ~Model();
-
-  const HParams& hparams() const;
-  const Checkpoint& checkpoint() const;
-  const ModelWeights& weights() const;
-  int64_t vocab_size() const;
-
- private:
-  Model();
-  std::unique_ptr<Checkpoint> ckpt_;
-  std::unique_ptr<ModelWeights> weights_;
-};
-
-// One sequence's decode state (KDA conv + recurrent states, MLA latent cache).
-class Sequence {
- public:
-  explicit Sequence(const Model& model);
-  ~Sequence();
-
-  // Runs tokens through the parallel prefill path (chunked KDA, expanded MLA); returns the
-  // logits at every new position, [ids.size(), vocab] row-major.
-  std::vector<float> prefill(const std::vector<int64_t>& ids);
-  // Runs one token through the recurrent decode path (recurrent KDA, absorbed MLA).
-  std::vector<float> decode(int64_t id);
-  int64_t n_past() const;
-  void reset();
-  size_t state_bytes() const;
-
- private:
-  std::vector<float> run(const std::vector<int64_t>& ids, bool decode);
-  const Model& model_;
-  std::unique_ptr<SequenceState> state_;
-};
-
-}  // namespace k3
-
-namespace k3 {
-// Worker threads for all ops (default: K3_THREADS, else every core).
-void set_num_threads(int n);
-int num_threads();
-}  // namespace k3
+#include "k3/chat.h"
+#include "k3/engine.h"
+#include "k3/error.h"
+#include "k3/generate.h"
+#include "k3/generation_config.h"
+#include "k3/hparams.h"
+#include "k3/init.h"
+#include "k3/inspect.h"
+#include "k3/model.h"
+#include "k3/npy.h"
+#include "k3/perplexity.h"
+#include "k3/sampler.h"
+#include "k3/tokenizer.h"

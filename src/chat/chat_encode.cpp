@@ -141,4 +141,11 @@ EncodedChat encode_chat(const Tokenizer& tok, const Json& request, const Options
   return out;
 }
 
+std::vector<int32_t> encode_chat_json(const Tokenizer& tok, std::string_view request_json,
+                                      const Options& options) {
+  const Json request = Json::parse(request_json, nullptr, false);
+  check(!request.is_discarded(), "chat request: not valid JSON (UTF-8 JSON text expected)");
+  return encode_chat(tok, request, options).ids;
+}
+
 }  // namespace k3::chat

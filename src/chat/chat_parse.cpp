@@ -1,10 +1,10 @@
 // The public parse entry points: a text lexer that finds markers (holding back a possible
 // marker prefix at the end of what has arrived), the id path, and StreamParser.
-#include "chat/chat_parse.h"
-
 #include <algorithm>
 
+#include "chat/chat_types.h"
 #include "chat/parse_machine.h"
+#include "k3/chat.h"
 #include "tokenizer/utf8.h"
 
 namespace k3::chat {
@@ -94,6 +94,10 @@ Json to_json(const ParsedMessage& message) {
     out["tool_calls"] = std::move(calls);
   }
   return out;
+}
+
+std::string message_json(const ParsedMessage& message) {
+  return to_json(message).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 ParsedMessage parse_output(std::string_view text, const ParseOptions& options) {

@@ -1,6 +1,6 @@
 // Typed chat messages for C++ callers that do not hold a JSON request: build these, turn them
-// into the request JSON with to_json, and pass that to build_segments / encode_chat. The parser
-// (chat_parse.h) returns the same ToolCall type.
+// into the request JSON with to_json, and pass that to build_segments / encode_chat. ToolCall
+// and the parser's ParsedMessage are public (k3/chat.h); their JSON forms are here.
 //
 //   k3::chat::Request req{.messages = {{.role = "user", .content = "Hello"}}};
 //   auto chat = k3::chat::encode_chat(tok, k3::chat::to_json(req), {.thinking = false});
@@ -10,14 +10,9 @@
 #include <vector>
 
 #include "chat/py_json.h"
+#include "k3/chat.h"
 
 namespace k3::chat {
-
-struct ToolCall {
-  std::string id{};
-  std::string name{};
-  std::string arguments{};  // JSON text of an object (OpenAI's function.arguments)
-};
 
 struct Message {
   std::string role{};  // "system", "user", "assistant" or "tool"
@@ -40,5 +35,8 @@ Json to_json(const ToolCall& call);
 // Empty optional fields are left out.
 Json to_json(const Message& message);
 Json to_json(const Request& request);
+// {"role": "assistant", "content": CONTENT or null, "reasoning_content" (when not empty),
+//  "tool_calls" (when any)}, ill-formed UTF-8 replaced by U+FFFD (message_json is its text).
+Json to_json(const ParsedMessage& message);
 
 }  // namespace k3::chat

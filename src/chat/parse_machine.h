@@ -1,5 +1,5 @@
 // Internal to src/chat: the state machine behind parse_output, fed text pieces and markers
-// (from the text lexer or from token ids). Rules are listed in chat_parse.h.
+// (from the text lexer or from token ids). Rules are listed in k3/chat.h.
 #pragma once
 
 #include <optional>
@@ -7,8 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include "chat/chat_parse.h"
+#include "chat/py_json.h"
 #include "chat/xtml.h"
+#include "k3/chat.h"
 
 namespace k3::chat::detail {
 

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/tokenizer.h"
+#include "k3/tokenizer.h"
 
 namespace k3::chat {
 

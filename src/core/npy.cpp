@@ -1,4 +1,4 @@
-#include "core/npy.h"
+#include "k3/npy.h"
 
 #include <cstring>
 #include <fstream>

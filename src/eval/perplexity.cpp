@@ -1,4 +1,4 @@
-#include "eval/perplexity.h"
+#include "k3/perplexity.h"
 
 #include <algorithm>
 #include <chrono>

@@ -7,33 +7,6 @@
 
 namespace k3 {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return "BF16";
-    case DType::f16:
-      return "F16";
-    case DType::f32:
-      return "F32";
-    case DType::u8:
-      return "U8";
-  }
-  return "?";
-}
-
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::bf16:
-    case DType::f16:
-      return 2;
-    case DType::f32:
-      return 4;
-    case DType::u8:
-      return 1;
-  }
-  return 0;
-}
-
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

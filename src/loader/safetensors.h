@@ -9,14 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/mapped_file.h"
 
 namespace k3 {
-
-enum class DType { bf16, f16, f32, u8 };
-
-const char* dtype_name(DType t);
-size_t dtype_size(DType t);
 
 struct TensorInfo {
   std::string name;

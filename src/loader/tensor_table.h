@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "k3/hparams.h"
 #include "loader/safetensors.h"
-#include "model/hparams.h"
 
 namespace k3 {
 

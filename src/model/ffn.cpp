@@ -1,75 +1,87 @@
 // FFNs (spec §6): the dense SiTU-GLU FFN and Stable LatentMoE (router on the full-width x,
 // latent down-projection, routed experts, fp32 weighted combine, RMSNorm, up-projection,
-// plus shared experts on the full-width x).
+// plus shared experts on the full-width x). Every expert runs once per step on all the rows
+// (of all sequences) that chose it.
 #include <algorithm>
-#include <vector>
+#include <span>
 
 #include "model/layers.h"
-#include "ops/moe/router.h"
-#include "ops/norm/norm.h"
-#include "ops/situ/situ.h"
+#include "ops/ops.h"
 
 namespace k3 {
 namespace {
 
-using Buf = std::vector<float>;
-
 SituParams situ_params(const HParams& hp) { return {hp.situ_beta, hp.situ_linear_beta}; }
 
 // out [T, w.down.rows] = down(φ(gate·x, up·x)); x [T, w.gate.cols].
-void glu_ffn(const float* x, int64_t T, const FfnWeights& w, SituParams p, float* out) {
-  const int64_t I = w.gate.rows;
-  Buf a(T * I), b(T * I);  // [T, I]
-  linear(x, T, w.gate, a.data());
-  linear(x, T, w.up, b.data());
-  situ_glu(a.data(), b.data(), T * I, p, a.data());
-  linear(a.data(), T, w.down, out);
+void glu_ffn(const Tensor& x, const FfnWeights& w, SituParams p, Ctx& ctx, const Tensor& out) {
+  ArenaScope scope(ctx.arena);
+  const int64_t T = x.dim(0), I = w.gate.rows;
+  Tensor a = ctx.tensor({T, I}), b = ctx.tensor({T, I});
+  op::linear(ctx, x, w.gate, a);
+  op::linear(ctx, x, w.up, b);
+  op::situ_glu(ctx, a, b, p, a);
+  op::linear(ctx, a, w.down, out);
+}
+
+// The T*k routing choices grouped by expert (a counting sort, stable): expert e's choices
+// are order[start[e] … start[e+1]), each an index t*k + j into the routing arrays.
+struct ExpertGroups {
+  int64_t* start;  // [E+1]
+  int64_t* order;  // [T*k]
+  std::span<const int64_t> of(int64_t e) const {
+    return {order + start[e], static_cast<size_t>(start[e + 1] - start[e])};
+  }
+};
+
+ExpertGroups group_by_expert(const int32_t* sel, int64_t n, int64_t E, Arena& arena) {
+  ExpertGroups g{arena.alloc<int64_t>(E + 1), arena.alloc<int64_t>(n)};
+  std::fill(g.start, g.start + E + 1, 0);
+  for (int64_t i = 0; i < n; ++i) ++g.start[sel[i] + 1];
+  for (int64_t e = 0; e < E; ++e) g.start[e + 1] += g.start[e];
+  int64_t* fill = arena.alloc<int64_t>(E);
+  std::copy_n(g.start, E, fill);
+  for (int64_t i = 0; i < n; ++i) g.order[fill[sel[i]]++] = i;
+  return g;
 }
 
 }  // namespace
 
-void dense_ffn(const float* x, int64_t T, const FfnWeights& w, const HParams& hp, float* out) {
-  glu_ffn(x, T, w, situ_params(hp), out);
+void dense_ffn(const Tensor& x, const FfnWeights& w, const HParams& hp, Ctx& ctx,
+               const Tensor& out) {
+  glu_ffn(x, w, situ_params(hp), ctx, out);
 }
 
-void moe_block(const float* x, int64_t T, const MoeWeights& w, const HParams& hp, float* out) {
+void moe_block(const Tensor& x, const MoeWeights& w, const HParams& hp, Ctx& ctx,
+               const Tensor& out) {
+  ArenaScope scope(ctx.arena);
   const MoeHParams& m = hp.moe;
-  const int64_t d = hp.d_model, L = m.d_latent, E = m.n_expert, k = m.n_used;
-  // Routing [T, k], from fp32 logits.
-  Buf logits(T * E);
-  linear(x, T, w.router, logits.data());
-  std::vector<int32_t> sel(T * k);
-  Buf weight(T * k);
-  const RouterParams rp{E, k, m.renormalize, m.routed_scale};
-  for (int64_t t = 0; t < T; ++t) {
-    route_token(&logits[t * E], w.router_bias.data(), rp, &sel[t * k], &weight[t * k]);
-  }
-  // Latent down-projection z [T, L]; tokens grouped per expert; combine c [T, L] in fp32.
-  Buf z(T * L), c(T * L, 0.0f);
-  linear(x, T, w.latent_down, z.data());
-  std::vector<std::vector<int64_t>> slots(E);  // expert -> indices into sel (t*k + j)
-  for (int64_t i = 0; i < T * k; ++i) slots[sel[i]].push_back(i);
+  const int64_t T = x.dim(0), L = m.d_latent, E = m.n_expert, k = m.n_used;
+  Tensor logits = ctx.tensor({T, E});  // fp32 router logits
+  Tensor sel = ctx.tensor({T, k}, DType::i32), weight = ctx.tensor({T, k});
+  op::linear(ctx, x, w.router, logits);
+  op::route(ctx, logits, w.router_bias, {E, k, m.renormalize, m.routed_scale}, sel, weight);
+
+  Tensor z = ctx.tensor({T, L}), c = ctx.tensor({T, L});  // latent input; fp32 combine
+  op::linear(ctx, x, w.latent_down, z);
+  std::fill_n(c.f32(), T * L, 0.0f);
+  const ExpertGroups groups = group_by_expert(sel.ptr<int32_t>(), T * k, E, ctx.arena);
   for (int64_t e = 0; e < E; ++e) {
-    const std::vector<int64_t>& idx = slots[e];
-    if (idx.empty()) continue;
-    const int64_t n = static_cast<int64_t>(idx.size());
-    Buf zin(n * L), y(n * L);  // [n, L]
-    for (int64_t r = 0; r < n; ++r) {
-      std::copy_n(&z[(idx[r] / k) * L], L, &zin[r * L]);
-    }
-    glu_ffn(zin.data(), n, w.experts[e], situ_params(hp), y.data());
-    for (int64_t r = 0; r < n; ++r) {
-      const float wt = weight[idx[r]];
-      float* cr = &c[(idx[r] / k) * L];
-      for (int64_t j = 0; j < L; ++j) cr[j] += wt * y[r * L + j];
-    }
+    const std::span<const int64_t> rows = groups.of(e);
+    if (rows.empty()) continue;
+    ArenaScope expert_scope(ctx.arena);
+    const int64_t n = static_cast<int64_t>(rows.size());
+    Tensor zin = ctx.tensor({n, L}), y = ctx.tensor({n, L});
+    op::gather_choice_rows(ctx, z, rows, k, zin);
+    glu_ffn(zin, w.experts[e], situ_params(hp), ctx, y);
+    op::moe_scatter_add(ctx, y, rows, weight, k, c);
   }
-  rms_norm(c.data(), T, L, w.latent_norm.data(), hp.rms_eps, c.data());
-  linear(c.data(), T, w.latent_up, out);  // [T, d]
+  op::rms_norm(ctx, c, w.latent_norm, hp.rms_eps, c);
+  op::linear(ctx, c, w.latent_up, out);  // [T, d]
   if (!w.shared.gate.empty()) {
-    Buf sh(T * d);
-    glu_ffn(x, T, w.shared, situ_params(hp), sh.data());
-    for (int64_t i = 0; i < T * d; ++i) out[i] += sh[i];
+    Tensor sh = ctx.tensor({T, hp.d_model});
+    glu_ffn(x, w.shared, situ_params(hp), ctx, sh);
+    op::add(ctx, out, sh, out);
   }
 }
 

@@ -1,88 +1,120 @@
 #include "model/forward.h"
 
-#include <vector>
+#include <algorithm>
 
-#include "core/error.h"
-#include "ops/attn_res/attn_res.h"
-#include "ops/norm/norm.h"
+#include "model/layers.h"
+#include "ops/ops.h"
 
 namespace k3 {
 namespace {
 
-using Buf = std::vector<float>;
-
-// The AttnRes residual stream of a forward pass: sealed slots B and the prefix sum P.
-struct Residual {
-  std::vector<Buf> slots;  // each [T, d]
-  Buf P;                   // [T, d]; empty right after a seal
-  int64_t T, d;
-
-  // Mix(P, B) over [slots..., P] (P last, when present).
-  void mix(const Vec& w, float eps, float* out) const {
-    std::vector<const float*> c;
-    for (const Buf& s : slots) c.push_back(s.data());
-    if (!P.empty()) c.push_back(P.data());
-    attn_res_mix(c.data(), {static_cast<int64_t>(c.size()), T, d}, w.data(), eps, out);
+// The AttnRes residual stream of a step: sealed slots B (each [T, d]) and the open prefix
+// sum P, all preallocated for the step.
+class Residual {
+ public:
+  Residual(int64_t n_blocks, int64_t T, int64_t d, Ctx& ctx)
+      : ctx_(ctx),
+        slots_(ctx.arena.alloc<Tensor>(n_blocks + 1)),
+        cands_(ctx.arena.alloc<const float*>(n_blocks + 1)) {
+    for (int64_t i = 0; i <= n_blocks; ++i) slots_[i] = ctx.tensor({T, d});
   }
-  void add(const Buf& x) {
-    if (P.empty()) {
-      P = x;
+  const Tensor& P() const { return slots_[n_sealed_]; }  // the open slot
+  bool empty() const { return n_sealed_ == 0; }
+  void mark_filled() { p_empty_ = false; }
+  // Mix(P, B) over [slots..., P] (P last, unless just sealed).
+  void mix(const Vec& w, float eps, const Tensor& out) const {
+    const int64_t n = n_sealed_ + (p_empty_ ? 0 : 1);
+    for (int64_t i = 0; i < n; ++i) cands_[i] = slots_[i].f32();
+    op::attn_res_mix(ctx_, {cands_, static_cast<size_t>(n)}, out, w, eps);
+  }
+  void seal() {
+    ++n_sealed_;
+    p_empty_ = true;
+  }
+  // P += x (P = x when just sealed).
+  void add(const Tensor& x) {
+    if (p_empty_) {
+      std::copy_n(x.f32(), x.numel(), P().f32());
     } else {
-      for (size_t i = 0; i < P.size(); ++i) P[i] += x[i];
+      op::add(ctx_, P(), x, P());
     }
+    p_empty_ = false;
   }
+  // The stream restricted to `rows` (for the final mix of the rows that need logits).
+  Residual gather(std::span<const int32_t> rows) const {
+    const int64_t R = static_cast<int64_t>(rows.size()), d = P().dim(1);
+    Residual g(n_sealed_, R, d, ctx_);
+    const int64_t n = n_sealed_ + (p_empty_ ? 0 : 1);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t r = 0; r < R; ++r)
+        std::copy_n(slots_[i].f32() + rows[r] * d, d, g.slots_[i].f32() + r * d);
+    }
+    g.n_sealed_ = n_sealed_;
+    g.p_empty_ = p_empty_;
+    return g;
+  }
+
+ private:
+  Ctx& ctx_;
+  Tensor* slots_;        // [n_blocks + 1] of [T, d]
+  const float** cands_;  // scratch for mix()
+  int64_t n_sealed_ = 0;
+  bool p_empty_ = true;
 };
 
-void embed(const Mat& table, const int64_t* ids, int64_t T, int64_t vocab, float* h) {
-  for (int64_t t = 0; t < T; ++t) {
-    check(ids[t] >= 0 && ids[t] < vocab, "token id ", ids[t], " at position ", t,
-          " is outside the vocabulary [0, ", vocab, ")");
-  }
-  for (int64_t t = 0; t < T; ++t) mat_row(table, ids[t], h + t * table.cols);
+int64_t count_seals(const HParams& hp) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < hp.n_layer; ++l) n += hp.seals_slot(l);
+  return n;
 }
 
 }  // namespace
 
-void forward(const ModelWeights& w, const HParams& hp, SequenceState& st, const int64_t* ids,
-             int64_t T, Pass pass, float* logits) {
-  const int64_t d = hp.d_model;
-  Residual res{{}, Buf(T * d), T, d};
-  embed(w.embed, ids, T, hp.vocab, res.P.data());  // P = h  [T, d]
-  Buf a(T * d), x(T * d), y(T * d);
+void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan, StatePool& pool,
+                  Ctx& ctx, const StepIO& io) {
+  ArenaScope scope(ctx.arena);
+  const int64_t T = plan.T, d = hp.d_model;
+  Residual res(count_seals(hp), T, d, ctx);
+  op::embed(ctx, w.embed, {io.tokens, static_cast<size_t>(T)}, res.P());  // P = h
+  res.mark_filled();
+  Tensor a = ctx.tensor({T, d}), x = ctx.tensor({T, d}), y = ctx.tensor({T, d});
+  LayerCtx lc{plan, pool, ctx};
+  int64_t kda_index = 0, mla_index = 0;
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
     // 1-2. pre-attention mix (none in layer 0), then seal the block's prefix sum.
-    if (res.slots.empty()) {
-      a = res.P;
+    if (res.empty()) {
+      std::copy_n(res.P().f32(), T * d, a.f32());
     } else {
-      res.mix(lw.attn_res, hp.rms_eps, a.data());
+      res.mix(lw.attn_res, hp.rms_eps, a);
     }
-    if (hp.seals_slot(l)) {
-      res.slots.push_back(std::move(res.P));
-      res.P.clear();
-    }
+    if (hp.seals_slot(l)) res.seal();
     // 3-4. attention on the normalised mix; P += A.
-    rms_norm(a.data(), T, d, lw.attn_norm.data(), hp.rms_eps, x.data());
+    op::rms_norm(ctx, a, lw.attn_norm, hp.rms_eps, x);
     if (hp.attn_kind[l] == AttnKind::kda) {
-      kda_layer(x.data(), T, lw.kda, hp, st.kda[l], pass, y.data());
+      kda_layer(x, lw.kda, hp, kda_index++, lc, y);
     } else {
-      mla_layer(x.data(), T, lw.mla, hp, st.mla[l], st.n_past, pass, y.data());
+      mla_layer(x, lw.mla, hp, mla_index++, lc, y);
     }
     res.add(y);
     // 5-7. FFN on the normalised MLP-side mix; P += F.
-    res.mix(lw.mlp_res, hp.rms_eps, a.data());
-    rms_norm(a.data(), T, d, lw.ffn_norm.data(), hp.rms_eps, x.data());
+    res.mix(lw.mlp_res, hp.rms_eps, a);
+    op::rms_norm(ctx, a, lw.ffn_norm, hp.rms_eps, x);
     if (hp.is_moe_layer(l)) {
-      moe_block(x.data(), T, lw.moe, hp, y.data());
+      moe_block(x, lw.moe, hp, ctx, y);
     } else {
-      dense_ffn(x.data(), T, lw.dense, hp, y.data());
+      dense_ffn(x, lw.dense, hp, ctx, y);
     }
     res.add(y);
   }
-  res.mix(w.out_res, hp.rms_eps, a.data());  // final mix over all slots + P
-  rms_norm(a.data(), T, d, w.norm.data(), hp.rms_eps, x.data());
-  linear(x.data(), T, w.lm_head, logits);
-  st.n_past += T;
+  // Final mix over all slots + P, norm and LM head: only on the rows that need logits.
+  const int64_t R = io.n_logits;
+  if (R == 0) return;
+  Residual out = res.gather({io.logit_rows, static_cast<size_t>(R)});
+  Tensor ar = ctx.tensor({R, d}), xr = ctx.tensor({R, d});
+  out.mix(w.out_res, hp.rms_eps, ar);
+  op::rms_norm(ctx, ar, w.norm, hp.rms_eps, xr);
+  op::linear(ctx, xr, w.lm_head, Tensor::of(io.logits, {R, hp.vocab}));
 }
 
 }  // namespace k3

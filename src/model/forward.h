@@ -1,18 +1,26 @@
-// The K3 text forward pass (spec §2, §5.2): embedding, the layer loop with Block Attention
-// Residuals, the final mix, norm and LM head.
+// The K3 text forward pass over one step (spec §2, §5.2): embedding, the layer loop with
+// Block Attention Residuals, then the final mix, norm and LM head on the rows that need
+// logits only.
 #pragma once
 
 #include <cstdint>
 
-#include "model/hparams.h"
-#include "model/layers.h"
-#include "model/state.h"
+#include "engine/plan.h"
+#include "k3/hparams.h"
 #include "model/weights.h"
 
 namespace k3 {
 
-// ids [T] (validated against the vocabulary) -> logits [T, vocab]. Advances st.n_past by T.
-void forward(const ModelWeights& w, const HParams& hp, SequenceState& st, const int64_t* ids,
-             int64_t T, Pass pass, float* logits);
+struct StepIO {
+  const int64_t* tokens = nullptr;      // [plan.T], already validated against the vocabulary
+  const int32_t* logit_rows = nullptr;  // [n_logits] rows of the step to compute logits for
+  int64_t n_logits = 0;
+  float* logits = nullptr;  // [n_logits, vocab]
+};
+
+// Writes every sequence's new latent rows and KDA state into the pool (whose blocks must be
+// reserved for them); the caller advances the sequences afterwards.
+void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan, StatePool& pool,
+                  Ctx& ctx, const StepIO& io);
 
 }  // namespace k3

@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "config/hparams_json.h"
 #include "core/bf16.h"
 #include "core/error.h"
 #include "loader/safetensors_writer.h"
 #include "loader/tensor_table.h"
-#include "model/hparams.h"
 #include "ops/mxfp4/mxfp4.h"
 
 namespace k3 {

@@ -9,14 +9,9 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-namespace k3 {
+#include "k3/init.h"  // InitOptions
 
-struct InitOptions {
-  uint64_t seed = 0;
-  bool mxfp4 = false;                                           // pack routed experts as MXFP4
-  uint64_t shard_bytes = 4ull << 30;                            // start a new shard past this size
-  std::function<void(uint64_t done, uint64_t total)> progress;  // optional
-};
+namespace k3 {
 
 // Writes config.json, model.safetensors.index.json and the shards into out_dir (created).
 // `config` is a full top-level config (with text_config) or a bare text config.

@@ -1,74 +1,69 @@
 // KDA sublayer (spec §3): projections, short conv + SiLU, safe decay gate, β, q/k L2 norm,
-// the delta-rule core (chunked for prefill, recurrent for decode), gated RMSNorm, o_proj.
+// the delta-rule core (chunked for several new tokens, recurrent for one), gated RMSNorm,
+// o_proj. Each sequence's conv history and recurrent state live in its state-pool slot.
 #include <cmath>
-#include <vector>
 
 #include "model/layers.h"
-#include "ops/conv1d/conv1d.h"
-#include "ops/kda/kda.h"
-#include "ops/norm/norm.h"
+#include "ops/ops.h"
 
 namespace k3 {
 namespace {
 
-using Buf = std::vector<float>;
+// Which conv history of the slot a projection feeds.
+enum class ConvOf { q, k, v };
 
-float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
-
-// y [T, P] = SiLU(conv(x · Wᵀ)), updating the conv history.
-void project_conv(const float* x, int64_t T, const Mat& w, const Vec& taps,
-                  std::vector<float>& hist, int64_t W, float* y) {
-  Buf pre(static_cast<size_t>(T * w.rows));  // [T, P]
-  linear(x, T, w, pre.data());
-  causal_conv1d_silu(pre.data(), taps.data(), hist.data(), {T, w.rows, W}, y);
-}
-
-// g [T, H, K] = L · σ(exp(A[h]) · (f + dt_bias))   (spec §3.4, "safe gate")
-void decay_gate(const float* x, int64_t T, const KdaWeights& w, const KdaHParams& k, float* g) {
-  const int64_t H = k.n_head, K = k.head_dim, P = k.proj_dim();
-  Buf fa(static_cast<size_t>(T * w.f_a.rows));  // [T, rank]
-  linear(x, T, w.f_a, fa.data());
-  linear(fa.data(), T, w.f_b, g);  // f [T, P]
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < H; ++h) {
-      const float a = std::exp(w.A_log[h]);
-      for (int64_t i = 0; i < K; ++i) {
-        float& f = g[t * P + h * K + i];
-        f = k.gate_lower_bound * sigmoid(a * (f + w.dt_bias[h * K + i]));
-      }
-    }
+// y [T, P] = SiLU(conv(x · Wᵀ)), each sequence continuing its own conv history.
+void project_conv(const Tensor& x, const Mat& w, const Vec& taps, ConvOf which, int64_t W,
+                  int64_t kda_index, LayerCtx& lc, const Tensor& y) {
+  Ctx& ctx = lc.ctx;
+  ArenaScope scope(ctx.arena);
+  Tensor pre = ctx.tensor({x.dim(0), w.rows});  // [T, P]
+  op::linear(ctx, x, w, pre);
+  for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
+    const SeqSpan& s = lc.plan.seqs[i];
+    KdaSlotView st = lc.pool.kda(s.seq, kda_index);
+    float* hist = which == ConvOf::q ? st.conv_q : which == ConvOf::k ? st.conv_k : st.conv_v;
+    op::conv1d_silu(ctx, pre.rows(s.t0, s.n), taps, W, hist, y.rows(s.t0, s.n));
   }
 }
 
 }  // namespace
 
-void kda_layer(const float* x, int64_t T, const KdaWeights& w, const HParams& hp, KdaState& st,
-               Pass pass, float* out) {
+void kda_layer(const Tensor& x, const KdaWeights& w, const HParams& hp, int64_t kda_index,
+               LayerCtx& lc, const Tensor& out) {
+  Ctx& ctx = lc.ctx;
+  ArenaScope scope(ctx.arena);
   const KdaHParams& kp = hp.kda;
-  const int64_t H = kp.n_head, K = kp.head_dim, P = kp.proj_dim(), W = kp.conv_kernel;
-  Buf q(T * P), k(T * P), v(T * P), g(T * P), beta(T * H);  // [T, H, K] / [T, H]
-  project_conv(x, T, w.q, w.q_conv, st.conv_q, W, q.data());
-  project_conv(x, T, w.k, w.k_conv, st.conv_k, W, k.data());
-  project_conv(x, T, w.v, w.v_conv, st.conv_v, W, v.data());
-  decay_gate(x, T, w, kp, g.data());
-  linear(x, T, w.b, beta.data());
-  for (float& b : beta) b = sigmoid(b);
-  l2_norm(q.data(), T * H, K, 1e-6f);
-  l2_norm(k.data(), T * H, K, 1e-6f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
-  for (float& e : q) e *= scale;
+  const int64_t T = x.dim(0), H = kp.n_head, K = kp.head_dim, P = kp.proj_dim();
+  const int64_t W = kp.conv_kernel;
+  Tensor q = ctx.tensor({T, H, K}), k = ctx.tensor({T, H, K}), v = ctx.tensor({T, H, K});
+  project_conv(x, w.q, w.q_conv, ConvOf::q, W, kda_index, lc, q.view({T, P}));
+  project_conv(x, w.k, w.k_conv, ConvOf::k, W, kda_index, lc, k.view({T, P}));
+  project_conv(x, w.v, w.v_conv, ConvOf::v, W, kda_index, lc, v.view({T, P}));
 
-  Buf o(T * P);  // [T, H, V]
-  const KdaInputs in{q.data(), k.data(), v.data(), g.data(), beta.data()};
-  if (pass == Pass::prefill) {
-    kda_chunked(in, {T, H, K, K}, st.S.data(), o.data());
-  } else {
-    kda_recurrent(in, {T, H, K, K}, st.S.data(), o.data());
+  Tensor low = ctx.tensor({T, w.f_a.rows});  // [T, rank]
+  Tensor g = ctx.tensor({T, H, K});          // log decay
+  op::linear(ctx, x, w.f_a, low);
+  op::linear(ctx, low, w.f_b, g.view({T, P}));
+  op::kda_gate(ctx, g, w.A_log, w.dt_bias, kp.gate_lower_bound, g);
+  Tensor beta = ctx.tensor({T, H});
+  op::linear(ctx, x, w.b, beta);
+  op::sigmoid(ctx, beta, beta);
+  op::l2_norm(ctx, q, 1e-6f, q);
+  op::l2_norm(ctx, k, 1e-6f, k);
+  op::scale(ctx, q, 1.0f / std::sqrt(static_cast<float>(K)), q);
+
+  op::KdaSeq* seqs = ctx.arena.alloc<op::KdaSeq>(lc.plan.n_seqs);
+  for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
+    const SeqSpan& s = lc.plan.seqs[i];
+    seqs[i] = {s.t0, s.n, lc.pool.kda(s.seq, kda_index).S};
   }
-  Buf z(T * P);  // output gate [T, H, V]
-  linear(x, T, w.g, z.data());
-  gated_rms_norm(o.data(), z.data(), T * H, K, w.o_norm.data(), hp.rms_eps, o.data());
-  linear(o.data(), T, w.o, out);
+  Tensor o = ctx.tensor({T, H, K});  // [T, H, V]
+  op::kda(ctx, {q, k, v, g, beta}, {seqs, static_cast<size_t>(lc.plan.n_seqs)}, o);
+  Tensor z = ctx.tensor({T, H, K});  // output gate
+  op::linear(ctx, x, w.g, z.view({T, P}));
+  op::gated_rms_norm(ctx, o, z, w.o_norm, hp.rms_eps, o);
+  op::linear(ctx, o.view({T, P}), w.o, out);
 }
 
 }  // namespace k3

@@ -1,23 +1,25 @@
-// The sublayers of one K3 decoder layer, each reading a normalised input x [T, d] and
-// writing its output [T, d]. Prefill uses the parallel forms (chunked KDA, expanded MLA);
-// decode uses the recurrent forms (recurrent KDA, absorbed MLA over the latent cache).
+// The sublayers of one K3 decoder layer over a step's rows: each reads a normalised input
+// x [T, d] (all sequences of the step, row-concatenated) and writes its output [T, d].
+// Projections run once over all rows; the stateful cores (KDA conv and delta rule, MLA
+// attention over the paged latent cache) run per sequence as the step plan says.
 #pragma once
 
 #include <cstdint>
 
-#include "model/hparams.h"
-#include "model/state.h"
+#include "engine/plan.h"
+#include "k3/hparams.h"
 #include "model/weights.h"
 
 namespace k3 {
 
-enum class Pass { prefill, decode };
-
-void kda_layer(const float* x, int64_t T, const KdaWeights& w, const HParams& hp, KdaState& st,
-               Pass pass, float* out);
-void mla_layer(const float* x, int64_t T, const MlaWeights& w, const HParams& hp, MlaCache& cache,
-               int64_t n_past, Pass pass, float* out);
-void dense_ffn(const float* x, int64_t T, const FfnWeights& w, const HParams& hp, float* out);
-void moe_block(const float* x, int64_t T, const MoeWeights& w, const HParams& hp, float* out);
+// kda_index / mla_index: the layer's position among layers of its kind (state pool index).
+void kda_layer(const Tensor& x, const KdaWeights& w, const HParams& hp, int64_t kda_index,
+               LayerCtx& lc, const Tensor& out);
+void mla_layer(const Tensor& x, const MlaWeights& w, const HParams& hp, int64_t mla_index,
+               LayerCtx& lc, const Tensor& out);
+void dense_ffn(const Tensor& x, const FfnWeights& w, const HParams& hp, Ctx& ctx,
+               const Tensor& out);
+void moe_block(const Tensor& x, const MoeWeights& w, const HParams& hp, Ctx& ctx,
+               const Tensor& out);
 
 }  // namespace k3

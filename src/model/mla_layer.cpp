@@ -1,72 +1,102 @@
-// Gated NoPE MLA sublayer (spec §4): LoRA query, latent KV (cached as ĉ ‖ r), attention in
-// the expanded form for prefill or the absorbed form for decode, sigmoid output gate, o_proj.
-#include <cmath>
-#include <vector>
+// Gated NoPE MLA sublayer (spec §4): LoRA query, latent KV (cached as ĉ ‖ r in the paged
+// cache), attention per sequence (expanded on a fresh prompt, absorbed over the cache
+// otherwise), sigmoid output gate, o_proj.
+#include <algorithm>
 
 #include "model/layers.h"
-#include "ops/mla/mla.h"
-#include "ops/norm/norm.h"
+#include "ops/ops.h"
 
 namespace k3 {
 namespace {
 
-using Buf = std::vector<float>;
-
-// Expands cached latents to per-head keys [S, H, Dn+Dr] and values [S, H, Dv].
-void expand_kv(const MlaCache& cache, int64_t S, const MlaWeights& w, const MlaHParams& m, Buf& k,
-               Buf& v) {
-  const int64_t Dc = m.kv_lora_rank, Dr = m.qk_rope, Dn = m.qk_nope, Dv = m.v_head, H = m.n_head;
-  Buf latent(S * Dc), kv(S * w.kv_b.rows);  // [S, Dc], [S, H, Dn+Dv]
-  for (int64_t t = 0; t < S; ++t) {
-    for (int64_t c = 0; c < Dc; ++c) latent[t * Dc + c] = cache.rows[t * (Dc + Dr) + c];
-  }
-  linear(latent.data(), S, w.kv_b, kv.data());
-  k.resize(S * H * (Dn + Dr));
-  v.resize(S * H * Dv);
-  for (int64_t t = 0; t < S; ++t) {
-    const float* r = &cache.rows[t * (Dc + Dr) + Dc];
+// Expands n latent rows a [n, Dc+Dr] into per-head keys k [n, H, Dn+Dr] and values v [n, H, Dv].
+void expand_kv(const Tensor& a, const MlaWeights& w, const MlaHParams& m, Ctx& ctx, const Tensor& k,
+               const Tensor& v) {
+  ArenaScope scope(ctx.arena);
+  const int64_t n = a.dim(0), Dc = m.kv_lora_rank, Dr = m.qk_rope, Dn = m.qk_nope, Dv = m.v_head;
+  const int64_t H = m.n_head;
+  Tensor latent = ctx.tensor({n, Dc});
+  Tensor kv = ctx.tensor({n, H, Dn + Dv});
+  for (int64_t t = 0; t < n; ++t) std::copy_n(a.f32() + t * (Dc + Dr), Dc, latent.f32() + t * Dc);
+  op::linear(ctx, latent, w.kv_b, kv.view({n, H * (Dn + Dv)}));
+  for (int64_t t = 0; t < n; ++t) {  // k = [k^N ; r] (r shared by all heads), v
+    const float* r = a.f32() + t * (Dc + Dr) + Dc;
     for (int64_t h = 0; h < H; ++h) {
-      const float* src = &kv[(t * H + h) * (Dn + Dv)];
-      float* kd = &k[(t * H + h) * (Dn + Dr)];
-      for (int64_t i = 0; i < Dn; ++i) kd[i] = src[i];
-      for (int64_t i = 0; i < Dr; ++i) kd[Dn + i] = r[i];  // shared by all heads
-      for (int64_t j = 0; j < Dv; ++j) v[(t * H + h) * Dv + j] = src[Dn + j];
+      const float* src = kv.f32() + (t * H + h) * (Dn + Dv);
+      float* kd = k.f32() + (t * H + h) * (Dn + Dr);
+      std::copy_n(src, Dn, kd);
+      std::copy_n(r, Dr, kd + Dn);
+      std::copy_n(src + Dn, Dv, v.f32() + (t * H + h) * Dv);
     }
   }
 }
 
+// Appends each sequence's new latent rows [n, Dc+Dr] to its cache.
+void append_latents(const Tensor& a, int64_t mla_index, LayerCtx& lc) {
+  const int64_t width = a.dim(-1);
+  for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
+    const SeqSpan& s = lc.plan.seqs[i];
+    for (int64_t t = 0; t < s.n; ++t) {
+      std::copy_n(a.f32() + (s.t0 + t) * width, width,
+                  lc.pool.mla_row(s.seq, mla_index, s.n_past + t));
+    }
+  }
+}
+
+// o [T, H, Dv]: every sequence's new queries q [T, H, Dn+Dr] over its cache. Fresh prompts
+// expand just their new rows (never the cache); all others run the absorbed form together.
+void attend(const Tensor& q, const Tensor& a, const MlaWeights& w, const MlaHParams& m,
+            int64_t mla_index, LayerCtx& lc, const Tensor& o) {
+  Ctx& ctx = lc.ctx;
+  const int64_t H = m.n_head, Dq = m.qk_head(), Dv = m.v_head;
+  const MlaShape dims{0, 0, H, m.qk_nope, m.qk_rope, Dv, m.kv_lora_rank};
+  op::MlaSeq* absorbed = ctx.arena.alloc<op::MlaSeq>(lc.plan.n_seqs);
+  size_t n_absorbed = 0;
+  for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
+    const SeqSpan& s = lc.plan.seqs[i];
+    if (!s.mla_expanded()) {
+      absorbed[n_absorbed++] = {s.t0, s.n, s.n_past, lc.pool.mla(s.seq, mla_index)};
+      continue;
+    }
+    ArenaScope scope(ctx.arena);
+    Tensor k = ctx.tensor({s.n, H, Dq}), v = ctx.tensor({s.n, H, Dv});
+    expand_kv(a.rows(s.t0, s.n), w, m, ctx, k, v);
+    MlaShape sh = dims;
+    sh.T = s.n;
+    op::mla_expanded(ctx, q.rows(s.t0, s.n), k, v, sh, o.rows(s.t0, s.n));
+  }
+  if (n_absorbed > 0) op::mla_absorbed(ctx, q, {absorbed, n_absorbed}, w.absorbed, dims, o);
+}
+
 }  // namespace
 
-void mla_layer(const float* x, int64_t T, const MlaWeights& w, const HParams& hp, MlaCache& cache,
-               int64_t n_past, Pass pass, float* out) {
+void mla_layer(const Tensor& x, const MlaWeights& w, const HParams& hp, int64_t mla_index,
+               LayerCtx& lc, const Tensor& out) {
+  Ctx& ctx = lc.ctx;
+  ArenaScope scope(ctx.arena);
   const MlaHParams& m = hp.mla;
-  const int64_t H = m.n_head, Dn = m.qk_nope, Dr = m.qk_rope, Dv = m.v_head, Dc = m.kv_lora_rank;
+  const int64_t T = x.dim(0), H = m.n_head, Dv = m.v_head, Dc = m.kv_lora_rank;
+  const int64_t Dw = m.cache_width();
 
-  Buf cq(T * m.q_lora_rank), q(T * H * (Dn + Dr));  // [T, q_lora], [T, H, Dn+Dr]
-  linear(x, T, w.q_a, cq.data());
-  rms_norm(cq.data(), T, m.q_lora_rank, w.q_a_norm.data(), hp.mla_lora_eps, cq.data());
-  linear(cq.data(), T, w.q_b, q.data());
+  Tensor cq = ctx.tensor({T, m.q_lora_rank});
+  Tensor q = ctx.tensor({T, H, m.qk_head()});
+  op::linear(ctx, x, w.q_a, cq);
+  op::rms_norm(ctx, cq, w.q_a_norm, hp.mla_lora_eps, cq);
+  op::linear(ctx, cq, w.q_b, q.view({T, H * m.qk_head()}));
 
-  Buf a(T * (Dc + Dr));  // [T, Dc+Dr]: latent c, then r (r is not normalised)
-  linear(x, T, w.kv_a, a.data());
-  for (int64_t t = 0; t < T; ++t) {  // rows are Dc+Dr apart: normalise each c on its own
-    rms_norm(&a[t * (Dc + Dr)], 1, Dc, w.kv_a_norm.data(), hp.mla_lora_eps, &a[t * (Dc + Dr)]);
-  }
-  cache.rows.insert(cache.rows.end(), a.begin(), a.end());
+  Tensor a = ctx.tensor({T, Dw});  // latent c, then r (r is not normalised)
+  op::linear(ctx, x, w.kv_a, a);
+  Tensor c = a;  // the latent part: [T, Dc] with row stride Dc+Dr, normalised in place
+  c.shape[1] = Dc;
+  op::rms_norm(ctx, c, w.kv_a_norm, hp.mla_lora_eps, c);
+  append_latents(a, mla_index, lc);
 
-  Buf o(T * H * Dv);  // [T, H, Dv]
-  const MlaShape s{T, n_past, H, Dn, Dr, Dv, Dc};
-  if (pass == Pass::prefill) {
-    Buf k, v;
-    expand_kv(cache, n_past + T, w, m, k, v);
-    mla_attention_expanded(q.data(), k.data(), v.data(), s, o.data());
-  } else {
-    mla_attention_absorbed(q.data(), cache.rows.data(), w.kv_b, s, o.data());
-  }
-  Buf gate(T * H * Dv);
-  linear(x, T, w.g, gate.data());
-  for (size_t i = 0; i < o.size(); ++i) o[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
-  linear(o.data(), T, w.o, out);
+  Tensor o = ctx.tensor({T, H, Dv});
+  attend(q, a, w, m, mla_index, lc, o);
+  Tensor gate = ctx.tensor({T, H, Dv});
+  op::linear(ctx, x, w.g, gate.view({T, H * Dv}));
+  op::mul_sigmoid(ctx, o, gate, o);
+  op::linear(ctx, o.view({T, H * Dv}), w.o, out);
 }
 
 }  // namespace k3

@@ -1,8 +1,10 @@
-// k3::Model and k3::Sequence: the public facade over the loader and the forward pass.
+// k3::Model and k3::Sequence: the public facade over the loader and the engine.
+#include "k3/model.h"
+
 #include "core/error.h"
-#include "k3/k3.h"
+#include "k3/engine.h"
 #include "loader/checkpoint.h"
-#include "model/forward.h"
+#include "model/weights.h"
 
 namespace k3 {
 
@@ -20,27 +22,25 @@ const HParams& Model::hparams() const { return ckpt_->hparams(); }
 const Checkpoint& Model::checkpoint() const { return *ckpt_; }
 const ModelWeights& Model::weights() const { return *weights_; }
 int64_t Model::vocab_size() const { return hparams().vocab; }
+int64_t Model::max_positions() const { return hparams().max_positions; }
 
 Sequence::Sequence(const Model& model)
-    : model_(model), state_(std::make_unique<SequenceState>(model.hparams())) {}
+    : engine_(std::make_unique<Engine>(
+          model, EngineOptions{Engine::budget_for(model, 1, model.max_positions()), 1})),
+      seq_(engine_->create_sequence()) {}
 Sequence::~Sequence() = default;
 
-std::vector<float> Sequence::run(const std::vector<int64_t>& ids, bool decode) {
-  const HParams& hp = model_.hparams();
+std::vector<float> Sequence::run(const std::vector<int64_t>& ids) {
   check(!ids.empty(), "no tokens to run");
-  check(state_->n_past + static_cast<int64_t>(ids.size()) <= hp.max_positions, "sequence of ",
-        state_->n_past + static_cast<int64_t>(ids.size()),
-        " tokens exceeds max_position_embeddings (", hp.max_positions, ")");
-  std::vector<float> logits(ids.size() * static_cast<size_t>(hp.vocab));
-  forward(model_.weights(), hp, *state_, ids.data(), static_cast<int64_t>(ids.size()),
-          decode ? Pass::decode : Pass::prefill, logits.data());
-  return logits;
+  Batch b;
+  b.add(seq_, ids, Batch::Logits::all);
+  return engine_->step(b);
 }
 
-std::vector<float> Sequence::prefill(const std::vector<int64_t>& ids) { return run(ids, false); }
-std::vector<float> Sequence::decode(int64_t id) { return run({id}, true); }
-int64_t Sequence::n_past() const { return state_->n_past; }
-void Sequence::reset() { state_->reset(); }
-size_t Sequence::state_bytes() const { return state_->bytes(); }
+std::vector<float> Sequence::prefill(const std::vector<int64_t>& ids) { return run(ids); }
+std::vector<float> Sequence::decode(int64_t id) { return run({id}); }
+int64_t Sequence::n_past() const { return engine_->n_past(seq_); }
+void Sequence::reset() { engine_->reset(seq_); }
+size_t Sequence::state_bytes() const { return engine_->state_bytes(seq_); }
 
 }  // namespace k3

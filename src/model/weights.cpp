@@ -74,15 +74,38 @@ KdaWeights bind_kda(const Binder& b, const HParams& hp) {
   return w;
 }
 
-MlaWeights bind_mla(const Binder& b) {
-  return MlaWeights{b.mat("q_a_proj"),
-                    b.weight("q_a_layernorm"),
-                    b.mat("q_b_proj"),
-                    b.mat("kv_a_proj_with_mqa"),
-                    b.weight("kv_a_layernorm"),
-                    b.mat("kv_b_proj"),
-                    b.mat("g_proj"),
-                    b.mat("o_proj")};
+// W_UKᵀ per head [H*Dc, Dn] from kv_b [H*(Dn+Dv), Dc]: element copies, so exact in any dtype.
+MlaAbsorbedWeights split_kv_b(const Mat& kv_b, const MlaHParams& m,
+                              std::shared_ptr<const std::vector<uint8_t>>& storage) {
+  check(kv_b.format != MatFormat::mxfp4, "kv_b_proj: MXFP4 is not supported");
+  const int64_t H = m.n_head, Dn = m.qk_nope, Dv = m.v_head, Dc = m.kv_lora_rank;
+  const size_t elem = kv_b.format == MatFormat::bf16 ? 2 : 4;
+  auto out = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(H * Dc * Dn) * elem);
+  const uint8_t* src = static_cast<const uint8_t*>(kv_b.data);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t j = 0; j < Dn; ++j) {
+      const uint8_t* row = src + ((h * (Dn + Dv) + j) * Dc) * elem;  // W_UK[h][j, :]
+      for (int64_t c = 0; c < Dc; ++c)
+        std::memcpy(out->data() + ((h * Dc + c) * Dn + j) * elem, row + c * elem, elem);
+    }
+  }
+  storage = out;
+  return {Mat{H * Dc, Dn, kv_b.format, out->data(), nullptr}, kv_b};
+}
+
+MlaWeights bind_mla(const Binder& b, const HParams& hp) {
+  MlaWeights w{b.mat("q_a_proj"),
+               b.weight("q_a_layernorm"),
+               b.mat("q_b_proj"),
+               b.mat("kv_a_proj_with_mqa"),
+               b.weight("kv_a_layernorm"),
+               b.mat("kv_b_proj"),
+               b.mat("g_proj"),
+               b.mat("o_proj"),
+               {},
+               {}};
+  w.absorbed = split_kv_b(w.kv_b, hp.mla, w.uk_t_storage);
+  return w;
 }
 
 MoeWeights bind_moe(const Binder& b, const HParams& hp) {
@@ -126,7 +149,7 @@ ModelWeights bind_weights(const Checkpoint& ckpt) {
     if (hp.attn_kind[l] == AttnKind::kda) {
       lw.kda = bind_kda(attn, hp);
     } else {
-      lw.mla = bind_mla(attn);
+      lw.mla = bind_mla(attn, hp);
     }
     if (hp.is_moe_layer(l)) {
       lw.moe = bind_moe({ckpt, b.prefix + "block_sparse_moe."}, hp);

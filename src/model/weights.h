@@ -1,13 +1,16 @@
 // Typed views of a checkpoint's weights. Matrices stay in the memory-mapped files (BF16/F32/
 // MXFP4, widened on the fly); small 1-D tensors (norm weights, gate biases, conv taps) are
 // widened to fp32 once at bind time, and the load-time transforms live here: A_log is sliced
-// to the KDA head count, AttnRes norm ⊙ proj is folded into one vector.
+// to the KDA head count, AttnRes norm ⊙ proj is folded into one vector, and MLA's kv_b is
+// split per head for the absorbed form (W_UK transposed once, bit-exact, in its own dtype).
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "loader/checkpoint.h"
 #include "ops/linear/linear.h"
+#include "ops/mla/mla.h"
 
 namespace k3 {
 
@@ -35,6 +38,9 @@ struct MlaWeights {
   Mat kv_b;       // [H*(Dn+Dv), Dc]
   Mat g;          // [H*Dv, d]
   Mat o;          // [d, H*Dv]
+  // kv_b split for the absorbed form (load-time transform): uk_t owns W_UKᵀ per head.
+  MlaAbsorbedWeights absorbed;
+  std::shared_ptr<const std::vector<uint8_t>> uk_t_storage;
 };
 
 struct FfnWeights {  // SiTU-GLU FFN: down(φ(gate·x, up·x))

@@ -1,10 +1,10 @@
-#include "sample/generate.h"
+#include "k3/generate.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
-#include "model/hparams.h"
+#include "k3/hparams.h"
 #include "sample/stop_strings.h"
 
 namespace k3 {

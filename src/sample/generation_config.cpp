@@ -1,4 +1,4 @@
-#include "sample/generation_config.h"
+#include "k3/generation_config.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "sample/sampler.h"
+#include "k3/sampler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "tokenizer/tokenizer.h"
+#include "k3/tokenizer.h"
 
 #include <cstdio>
 

@@ -47,6 +47,11 @@ const char kReplacement[] = "\xEF\xBF\xBD";
 
 }  // namespace
 
+}  // namespace k3::tok
+
+namespace k3 {
+
+// Public (k3/tokenizer.h); the helpers above are tok's.
 size_t find_invalid_utf8(std::string_view text) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   size_t n = text.size(), i = 0;
@@ -55,15 +60,19 @@ size_t find_invalid_utf8(std::string_view text) {
       ++i;
       continue;
     }
-    Lead lead = lead_of(p[i]);
+    const tok::Lead lead = tok::lead_of(p[i]);
     if (lead.n_cont == 0) return i;
     bool complete = false;
-    size_t k = well_formed_prefix(p + i, n - i, lead, &complete);
+    size_t k = tok::well_formed_prefix(p + i, n - i, lead, &complete);
     if (!complete) return i;
     i += k;
   }
   return std::string_view::npos;
 }
+
+}  // namespace k3
+
+namespace k3::tok {
 
 size_t append_utf8_replacing(std::string& out, const unsigned char* p, size_t n, bool final) {
   size_t i = 0;

@@ -10,11 +10,12 @@
 #include <string>
 #include <string_view>
 
+#include "k3/tokenizer.h"
+
 namespace k3::tok {
 
-// Byte offset of the first byte that does not belong to well-formed UTF-8 (overlong forms,
-// surrogates and code points above U+10FFFF are ill-formed), or npos when `text` is valid.
-size_t find_invalid_utf8(std::string_view text);
+// k3::find_invalid_utf8 (public, k3/tokenizer.h): the byte offset of the first ill-formed byte.
+using ::k3::find_invalid_utf8;
 
 // Decodes the code point at p of text known to be valid UTF-8; sets *len to its byte length.
 inline uint32_t decode_valid_utf8(const unsigned char* p, size_t* len) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "chat/chat_encode.h"
-#include "tokenizer/tokenizer.h"
+#include "k3/tokenizer.h"
 
 namespace k3::chat::test {
 

@@ -5,7 +5,8 @@
 #include <random>
 
 #include "chat/chat_fixture.h"
-#include "chat/chat_parse.h"
+#include "chat/chat_types.h"
+#include "k3/chat.h"
 
 namespace k3::chat::test {
 namespace {

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/npy.h"
 #include "k3/k3.h"
+#include "k3/npy.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "model/hparams.h"
+#include "k3/hparams.h"
 
 namespace k3::cost::test {
 

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli_harness.h"
+#include "config/hparams_json.h"
 #include "core/error.h"
-#include "model/hparams.h"
 
 namespace k3 {
 namespace {

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/npy.h"
 #include "k3/k3.h"
+#include "k3/npy.h"
 
 namespace k3 {
 namespace {

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "ops/ops.h"
+
 namespace k3::test {
 
 std::vector<OpCase>& op_registry() {
@@ -39,25 +41,70 @@ double rel_max_error(const std::vector<float>& got, const std::vector<double>& w
 
 namespace {
 
-class OpTest : public ::testing::TestWithParam<size_t> {};
+// One gtest instance: a case run with one of its op's implementations.
+struct CaseImpl {
+  size_t index;  // into op_registry()
+  Impl impl;
+};
+
+// Every (case, implementation other than ref) pair. A case naming an unknown op still gets
+// one (cpu) instance, which fails and says so.
+std::vector<CaseImpl> case_impls() {
+  std::vector<CaseImpl> v;
+  for (size_t i = 0; i < op_registry().size(); ++i) {
+    const OpInfo* info = find_op(op_registry()[i].op);
+    if (info == nullptr || info->has_cpu) v.push_back({i, Impl::cpu});
+    if (info != nullptr && info->has_cuda) v.push_back({i, Impl::cuda});
+  }
+  return v;
+}
+
+class OpTest : public ::testing::TestWithParam<CaseImpl> {};
 
 TEST_P(OpTest, MatchesReference) {
-  const OpCase& c = op_registry()[GetParam()];
-  std::mt19937_64 rng(0x5eed0000 + GetParam());
-  Outputs out = c.run(rng);
+  const auto [index, impl] = GetParam();
+  const OpCase& c = op_registry()[index];
+  ASSERT_NE(find_op(c.op), nullptr) << "case for unregistered op '" << c.op << "'";
+  std::mt19937_64 rng(0x5eed0000 + index);
+  Outputs out = c.run(rng, impl);
   ASSERT_EQ(out.got.size(), out.want.size()) << c.op << " " << c.shape;
   ASSERT_FALSE(out.want.empty()) << c.op << " " << c.shape;
   const double err = rel_max_error(out.got, out.want, out.scale);
-  EXPECT_LE(err, c.tol) << c.op << " [" << c.shape << "]";
+  EXPECT_LE(err, c.tol) << c.op << " (" << impl_name(impl) << ") [" << c.shape << "]";
 }
 
-std::string case_name(const ::testing::TestParamInfo<size_t>& info) {
-  const OpCase& c = op_registry()[info.param];
+std::string case_name(const ::testing::TestParamInfo<CaseImpl>& info) {
+  const OpCase& c = op_registry()[info.param.index];
   std::string s = c.op + "_" + c.shape;
   for (char& ch : s) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
-  return s + "_" + std::to_string(info.param);
+  return s + "_" + impl_name(info.param.impl) + "_" + std::to_string(info.param.index);
+}
+
+// A static library drops object files nothing references, and an op missing from this
+// binary would escape the checks below: the tensor bindings call every op the model uses,
+// so linking them brings all those ops in.
+void link_every_model_op() {
+  static void (*volatile keep)(Ctx&, const Tensor&, const Mat&, const Tensor&) = &op::linear;
+  (void)keep;
+}
+
+TEST(OpRegistry, EveryOpHasRefCpuAndCases) {
+  link_every_model_op();
+  ASSERT_FALSE(registered_ops().empty());
+  for (const OpInfo& o : registered_ops()) {
+    EXPECT_TRUE(o.has_ref) << o.name << " has no ref";
+    EXPECT_TRUE(o.has_cpu) << o.name << " has no cpu implementation";
+    const auto n = std::count_if(op_registry().begin(), op_registry().end(),
+                                 [&](const OpCase& c) { return c.op == o.name; });
+    EXPECT_GT(n, 0) << "registered op '" << o.name << "' has no OpCase in tests/ops";
+  }
+}
+
+TEST(OpRegistry, EveryCaseNamesARegisteredOp) {
+  for (const OpCase& c : op_registry())
+    EXPECT_NE(find_op(c.op), nullptr) << "case '" << c.shape << "' names unknown op " << c.op;
 }
 
 // Disabled by default (timings belong in benchmarks); bench/ops_perf.sh runs it.
@@ -82,7 +129,7 @@ TEST(OpPerf, DISABLED_AllCases) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range<size_t>(0, op_registry().size()), case_name);
+INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::ValuesIn(case_impls()), case_name);
 
 }  // namespace
 }  // namespace k3::test

@@ -1,15 +1,21 @@
-// The op test harness (in the spirit of llama.cpp's test-backend-ops): every op is declared
-// once as a list of cases; each case builds fresh random inputs (never zeros), runs the
-// implementation under test and the plain reference, and returns both outputs. The gtest
-// driver compares them with the case's tolerance; bench/ reuses the same cases for timing.
+// The op test harness (in the spirit of llama.cpp's test-backend-ops): every registry op is
+// declared once as a list of cases; each case builds fresh random inputs (never zeros), runs
+// the implementation under test and the op's `ref` through its OpTable, and returns both
+// outputs. The gtest driver instantiates one test per (case, implementation registered for the
+// op other than ref: cpu, and cuda once a backend fills it) and compares them with the case's
+// tolerance. Every registered op must have cases (checked). bench/ reuses the builders for
+// timing.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "ops/registry.h"
 
 namespace k3::test {
 
@@ -22,10 +28,11 @@ struct Outputs {
 };
 
 struct OpCase {
-  std::string op;     // "kda_chunked"
+  std::string op;     // the registry op under test: "kda_chunked"
   std::string shape;  // "T=65 H=2 K=16 V=8"
   double tol;         // on max|got-want| / max(|want|)
-  std::function<Outputs(std::mt19937_64&)> run;
+  // Builds inputs from the rng, runs kXxxOp.get(impl) (got) and kXxxOp.ref (want).
+  std::function<Outputs(std::mt19937_64&, Impl)> run;
 };
 
 std::vector<OpCase>& op_registry();
@@ -69,6 +76,16 @@ inline std::vector<float> randu(std::mt19937_64& rng, size_t n, double lo, doubl
   std::vector<float> v(n);
   for (float& x : v) x = static_cast<float>(d(rng));
   return v;
+}
+
+// n flat routing choices t*k + j over T tokens, in random order, each at most once
+// (as one expert's choices are); n <= T*k.
+inline std::vector<int64_t> rand_choices(std::mt19937_64& rng, int64_t T, int64_t k, int64_t n) {
+  std::vector<int64_t> all(static_cast<size_t>(T * k));
+  for (int64_t i = 0; i < T * k; ++i) all[i] = i;
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(static_cast<size_t>(n));
+  return all;
 }
 
 template <typename T>

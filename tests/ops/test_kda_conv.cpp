@@ -1,6 +1,6 @@
 // KDA: the chunked and recurrent forms against the double recurrence (T = 1, T not a multiple
 // of the chunk, several chunks, a non-zero initial state); the short conv against its
-// reference, also when the sequence is fed in pieces.
+// reference, also when the sequence is fed in pieces; the decay gate.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -8,6 +8,7 @@
 #include "ops/conv1d/conv1d.h"
 #include "ops/harness.h"
 #include "ops/kda/kda.h"
+#include "ops/kda/kda_gate.h"
 #include "ops/norm/norm.h"
 
 namespace k3::test {
@@ -35,42 +36,61 @@ KdaData kda_data(std::mt19937_64& rng, KdaShape s) {
   return d;
 }
 
-// Output and final state, concatenated.
-OpCase kda_case(const char* op, KdaShape s, int64_t chunk, bool chunked) {
-  std::string shape = "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
-                      " K=" + std::to_string(s.K) + " V=" + std::to_string(s.V) +
-                      " C=" + std::to_string(chunk);
-  return {op, shape, 2e-5, [=](std::mt19937_64& rng) {
+std::string kda_shape(KdaShape s) {
+  return "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) + " K=" + std::to_string(s.K) +
+         " V=" + std::to_string(s.V);
+}
+
+// Runs fn from d's initial state; returns the output and the final state, concatenated.
+template <typename Fn>
+std::vector<float> run_kda(Fn&& fn, const KdaData& d, KdaShape s) {
+  std::vector<float> o(s.T * s.H * s.V), S = d.S0;
+  fn(d.in(), s, S.data(), o.data());
+  o.insert(o.end(), S.begin(), S.end());
+  return o;
+}
+
+// `op` is only read when the case runs: cases are built during static initialisation, in no
+// set order with the tables.
+OpCase kda_case(const char* name, const OpTable<KdaFn>& op, KdaShape s) {
+  return {name, kda_shape(s), 2e-5, [&op, s](std::mt19937_64& rng, Impl impl) {
             KdaData d = kda_data(rng, s);
-            std::vector<float> o(s.T * s.H * s.V), S = d.S0;
-            if (chunked) {
-              kda_chunked(d.in(), s, S.data(), o.data(), chunk);
-            } else {
-              kda_recurrent(d.in(), s, S.data(), o.data());
-            }
-            std::vector<float> o_ref(o.size()), S_ref = d.S0;
-            kda_recurrent_ref(d.in(), s, S_ref.data(), o_ref.data());
-            o.insert(o.end(), S.begin(), S.end());
-            o_ref.insert(o_ref.end(), S_ref.begin(), S_ref.end());
-            return Outputs{o, widen(o_ref)};
+            return Outputs{run_kda(op.get(impl), d, s), widen(run_kda(op.ref, d, s))};
           }};
 }
 
 OpCase conv_case(int64_t T, int64_t C, int64_t W, int64_t split) {
   std::string shape = "T=" + std::to_string(T) + " C=" + std::to_string(C) +
                       " W=" + std::to_string(W) + " split=" + std::to_string(split);
-  return {"conv1d_silu", shape, 1e-6, [=](std::mt19937_64& rng) {
-            std::vector<float> x = randn(rng, T * C), w = randn(rng, C * W, 0.5);
-            std::vector<float> st0 = randn(rng, C * (W - 1));
-            std::vector<float> st = st0, st_ref = st0, y(T * C), y_ref(T * C);
-            // The fast version sees the sequence in two pieces; the reference in one.
-            causal_conv1d_silu(x.data(), w.data(), st.data(), {split, C, W}, y.data());
-            causal_conv1d_silu(x.data() + split * C, w.data(), st.data(), {T - split, C, W},
-                               y.data() + split * C);
-            causal_conv1d_silu_ref(x.data(), w.data(), st_ref.data(), {T, C, W}, y_ref.data());
-            y.insert(y.end(), st.begin(), st.end());
-            y_ref.insert(y_ref.end(), st_ref.begin(), st_ref.end());
-            return Outputs{y, widen(y_ref)};
+  return {
+      "conv1d_silu", shape, 1e-6, [=](std::mt19937_64& rng, Impl impl) {
+        std::vector<float> x = randn(rng, T * C), w = randn(rng, C * W, 0.5);
+        std::vector<float> st0 = randn(rng, C * (W - 1));
+        std::vector<float> st = st0, st_ref = st0, y(T * C), y_ref(T * C);
+        // The tested version sees the sequence in two pieces; the reference in one.
+        Conv1dSiluFn* conv = kConv1dSiluOp.get(impl);
+        conv(x.data(), w.data(), st.data(), {split, C, W}, y.data());
+        conv(x.data() + split * C, w.data(), st.data(), {T - split, C, W}, y.data() + split * C);
+        kConv1dSiluOp.ref(x.data(), w.data(), st_ref.data(), {T, C, W}, y_ref.data());
+        y.insert(y.end(), st.begin(), st.end());
+        y_ref.insert(y_ref.end(), st_ref.begin(), st_ref.end());
+        return Outputs{y, widen(y_ref)};
+      }};
+}
+
+// The gate as the layer feeds it: f from a projection, A_log ~ log U(1, 16), the lower bound
+// −5. `in_place` writes g over f.
+OpCase kda_gate_case(KdaGateShape s, bool in_place) {
+  std::string shape = "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
+                      " K=" + std::to_string(s.K) + (in_place ? " in_place" : "");
+  return {"kda_gate", shape, 1e-6, [=](std::mt19937_64& rng, Impl impl) {
+            const int64_t n = s.T * s.H * s.K;
+            std::vector<float> f = randn(rng, n, 2.0), A_log = randu(rng, s.H, 0.0, 2.77);
+            std::vector<float> dt = randn(rng, s.H * s.K, 0.5), g(n), g_ref(n);
+            float* out = in_place ? f.data() : g.data();
+            kKdaGateOp.ref(f.data(), A_log.data(), dt.data(), s, g_ref.data());
+            kKdaGateOp.get(impl)(f.data(), A_log.data(), dt.data(), s, out);
+            return Outputs{in_place ? f : g, widen(g_ref)};
           }};
 }
 
@@ -78,19 +98,30 @@ std::vector<OpCase> cases() {
   std::vector<OpCase> v;
   for (KdaShape s : {KdaShape{1, 1, 8, 8},
                      {1, 3, 16, 16},
+                     {2, 1, 1, 1},
                      {63, 2, 16, 16},
                      {64, 2, 16, 16},
                      {65, 2, 16, 8},
                      {130, 3, 32, 32},
                      {200, 1, 16, 24}}) {
-    v.push_back(kda_case("kda_chunked", s, 64, true));
-    v.push_back(kda_case("kda_recurrent", s, 64, false));
+    v.push_back(kda_case("kda_chunked", kKdaChunkedOp, s));
+    v.push_back(kda_case("kda_recurrent", kKdaRecurrentOp, s));
   }
-  v.push_back(kda_case("kda_chunked", {37, 2, 16, 16}, 1, true));   // chunk of one token
-  v.push_back(kda_case("kda_chunked", {37, 2, 16, 16}, 16, true));  // odd tail
-  for (auto [T, C, W, split] :
-       {std::tuple{1, 5, 4, 0}, {9, 12, 4, 4}, {20, 7, 2, 19}, {33, 64, 4, 1}, {6, 3, 1, 3}}) {
+  for (auto [T, C, W, split] : {std::tuple{1, 5, 4, 0},
+                                {9, 12, 4, 4},
+                                {20, 7, 2, 19},
+                                {33, 64, 4, 1},
+                                {6, 3, 1, 3},
+                                {1, 1, 4, 1},
+                                {300, 40, 4, 150}}) {
     v.push_back(conv_case(T, C, W, split));
+  }
+  for (KdaGateShape s : {KdaGateShape{1, 1, 1, -5.0f},
+                         {1, 3, 16, -5.0f},
+                         {7, 2, 17, -5.0f},
+                         {5, 96, 128, -5.0f}}) {  // above the threading threshold
+    v.push_back(kda_gate_case(s, false));
+    v.push_back(kda_gate_case(s, true));
   }
   return v;
 }
@@ -102,24 +133,50 @@ PerfCase kda_perf(KdaShape s, bool chunked) {
   const double state_bytes = 4.0 * s.H * s.K * s.V;
   const double flops =
       chunked ? s.H * (4.0 * s.T * s.T * s.K + 6.0 * s.T * s.K * s.V) : s.T * s.H * 8.0 * s.K * s.V;
-  std::string shape = "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
-                      " K=" + std::to_string(s.K) + " V=" + std::to_string(s.V);
-  return {chunked ? "kda_chunked" : "kda_recurrent", shape, flops, state_bytes,
+  return {chunked ? "kda_chunked" : "kda_recurrent", kda_shape(s), flops, state_bytes,
           [=](std::mt19937_64& rng) -> std::function<void()> {
             auto d = std::make_shared<KdaData>(kda_data(rng, s));
             auto o = std::make_shared<std::vector<float>>(s.T * s.H * s.V);
             auto S = std::make_shared<std::vector<float>>(d->S0);
             return [=] {
-              if (chunked) {
-                kda_chunked(d->in(), s, S->data(), o->data());
-              } else {
-                kda_recurrent(d->in(), s, S->data(), o->data());
-              }
+              (chunked ? kKdaChunkedOp : kKdaRecurrentOp).cpu(d->in(), s, S->data(), o->data());
             };
           }};
 }
 
 static RegisterPerf perf({kda_perf({64, 96, 128, 128}, true), kda_perf({1, 96, 128, 128}, false)});
+
+// Chunk sizes other than the registered 64 (one token, an odd tail) against the recurrence.
+TEST(KdaChunked, OtherChunkSizesMatchTheRecurrence) {
+  for (int64_t chunk : {1, 16, 37}) {
+    const KdaShape s{37, 2, 16, 16};
+    std::mt19937_64 rng(0xc4 + chunk);
+    KdaData d = kda_data(rng, s);
+    auto chunked = [&](const KdaInputs& in, KdaShape sh, float* S, float* o) {
+      kda_chunked(in, sh, S, o, chunk);
+    };
+    const std::vector<float> got = run_kda(chunked, d, s);
+    EXPECT_LE(rel_max_error(got, widen(run_kda(kda_recurrent_ref, d, s))), 2e-5) << chunk;
+  }
+}
+
+// The gate is bit-identical to the float expression the KDA layer used inline.
+TEST(KdaGate, BitIdenticalToTheLayerExpression) {
+  std::mt19937_64 rng(5);
+  const KdaGateShape s{3, 4, 24, -5.0f};
+  std::vector<float> f = randn(rng, 3 * 4 * 24, 2.0), A = randu(rng, 4, 0.0, 2.77);
+  std::vector<float> dt = randn(rng, 4 * 24, 0.5), g(f.size());
+  kda_gate(f.data(), A.data(), dt.data(), s, g.data());
+  auto sigmoid = [](float v) { return 1.0f / (1.0f + std::exp(-v)); };
+  for (int64_t t = 0; t < s.T; ++t)
+    for (int64_t h = 0; h < s.H; ++h) {
+      const float a = std::exp(A[h]);
+      for (int64_t i = 0; i < s.K; ++i) {
+        const int64_t j = (t * s.H + h) * s.K + i;
+        ASSERT_EQ(g[j], s.lower_bound * sigmoid(a * (f[j] + dt[h * s.K + i]))) << j;
+      }
+    }
+}
 
 }  // namespace
 }  // namespace k3::test

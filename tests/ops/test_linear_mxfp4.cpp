@@ -44,11 +44,11 @@ Weight random_weight(std::mt19937_64& rng, int64_t rows, int64_t cols, MatFormat
 OpCase linear_case(int64_t T, int64_t rows, int64_t cols, MatFormat f) {
   const char* fname[] = {"bf16", "f32", "mxfp4"};
   return {"linear", cat_shape(T, rows, cols) + " " + fname[static_cast<int>(f)], 1e-6,
-          [=](std::mt19937_64& rng) {
+          [=](std::mt19937_64& rng, Impl impl) {
             Weight w = random_weight(rng, rows, cols, f);
             std::vector<float> x = randn(rng, T * cols), got(T * rows), ref(T * rows);
-            linear(x.data(), T, w.mat, got.data());
-            linear_ref(x.data(), T, w.mat, ref.data());
+            kLinearOp.get(impl)(x.data(), T, w.mat, got.data());
+            kLinearOp.ref(x.data(), T, w.mat, ref.data());
             // Scale: the largest Σ_i |x_i·w_i| over outputs.
             double scale = 0;
             std::vector<float> row(cols);
@@ -74,22 +74,11 @@ std::vector<OpCase> cases() {
     }
   }
   for (MatFormat f : {MatFormat::bf16, MatFormat::f32}) {  // columns off the SIMD width
-    for (auto [T, r, c] : {std::tuple{5, 13, 40}, {9, 6, 100}, {4, 4, 16}, {8, 17, 7}}) {
+    for (auto [T, r, c] :
+         {std::tuple{5, 13, 40}, {9, 6, 100}, {4, 4, 16}, {8, 17, 7}, {1, 1, 1}, {2, 3, 1}}) {
       v.push_back(linear_case(T, r, c, f));
     }
   }
-  // Decoding a row equals the element-by-element reference.
-  v.push_back({"mxfp4_decode_row", "rows=16 cols=256", 0, [](std::mt19937_64& rng) {
-                 Weight w = random_weight(rng, 16, 256, MatFormat::mxfp4);
-                 std::vector<float> got(16 * 256);
-                 std::vector<double> want(16 * 256);
-                 for (int64_t r = 0; r < 16; ++r) {
-                   mat_row(w.mat, r, &got[r * 256]);
-                   for (int64_t i = 0; i < 256; ++i)
-                     want[r * 256 + i] = mxfp4_value_ref(&w.bytes[r * 128], &w.scales[r * 8], i);
-                 }
-                 return Outputs{got, want};
-               }});
   return v;
 }
 
@@ -104,7 +93,7 @@ PerfCase linear_perf(int64_t T, int64_t rows, int64_t cols, MatFormat f, const c
             auto w = std::make_shared<Weight>(random_weight(rng, rows, cols, f));
             auto x = std::make_shared<std::vector<float>>(randn(rng, T * cols));
             auto y = std::make_shared<std::vector<float>>(T * rows);
-            return [=] { linear(x->data(), T, w->mat, y->data()); };
+            return [=] { kLinearOp.cpu(x->data(), T, w->mat, y->data()); };
           }};
 }
 
@@ -112,6 +101,17 @@ static RegisterPerf perf({linear_perf(1, 12288, 7168, MatFormat::bf16, "bf16 kda
                           linear_perf(64, 12288, 7168, MatFormat::bf16, "bf16 kda_q"),
                           linear_perf(1, 3072, 3584, MatFormat::mxfp4, "mxfp4 expert_w1"),
                           linear_perf(32, 3072, 3584, MatFormat::mxfp4, "mxfp4 expert_w1")});
+
+TEST(Mxfp4, DecodeRowMatchesElementReference) {
+  std::mt19937_64 rng(11);
+  Weight w = random_weight(rng, 16, 256, MatFormat::mxfp4);
+  std::vector<float> row(256);
+  for (int64_t r = 0; r < 16; ++r) {
+    mat_row(w.mat, r, row.data());
+    for (int64_t i = 0; i < 256; ++i)
+      ASSERT_EQ(row[i], mxfp4_value_ref(&w.bytes[r * 128], &w.scales[r * 8], i)) << r << " " << i;
+  }
+}
 
 TEST(Mxfp4, SpecVectorFromRealCheckpoint) {
   // spec §11.3: layer 1 expert 0 w1 row 0, scale byte 121 (2^-6), first 8 packed bytes.

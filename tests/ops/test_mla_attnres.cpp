@@ -1,5 +1,8 @@
-// MLA absorbed vs expanded; AttnRes mix vs its double reference and its closed forms.
+// MLA absorbed and expanded forms against their double references (and the two references
+// against each other); AttnRes mix vs its double reference and its closed forms.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "ops/attn_res/attn_res.h"
 #include "ops/harness.h"
@@ -8,38 +11,105 @@
 namespace k3::test {
 namespace {
 
-// Builds a latent cache and kv_b, expands them explicitly, and compares the absorbed
-// attention (fast decode form) with the expanded one evaluated in double.
-OpCase mla_case(MlaShape s) {
-  std::string shape = "T=" + std::to_string(s.T) + " past=" + std::to_string(s.n_past) +
-                      " H=" + std::to_string(s.H) + " Dn=" + std::to_string(s.Dn) +
-                      " Dr=" + std::to_string(s.Dr) + " Dv=" + std::to_string(s.Dv) +
-                      " Dc=" + std::to_string(s.Dc);
-  return {"mla_absorbed_vs_expanded", shape, 1e-5, [=](std::mt19937_64& rng) {
+std::string mla_shape(MlaShape s, int64_t block) {
+  return "T=" + std::to_string(s.T) + " past=" + std::to_string(s.n_past) +
+         " H=" + std::to_string(s.H) + " Dn=" + std::to_string(s.Dn) +
+         " Dr=" + std::to_string(s.Dr) + " Dv=" + std::to_string(s.Dv) +
+         " Dc=" + std::to_string(s.Dc) + " block=" + std::to_string(block);
+}
+
+// A latent cache [S, Dc+Dr] stored in shuffled blocks of `block` rows (0: contiguous).
+struct PagedCache {
+  std::vector<float> storage;
+  std::vector<int32_t> table;
+  PagedRows view;
+  PagedCache(const std::vector<float>& rows, int64_t S, int64_t width, int64_t block,
+             std::mt19937_64& rng) {
+    if (block == 0) {
+      storage = rows;
+      view = contiguous_rows(storage.data(), width);
+      return;
+    }
+    const int64_t nb = (S + block - 1) / block;
+    for (int64_t i = 0; i < nb; ++i) table.push_back(static_cast<int32_t>(i));
+    std::shuffle(table.begin(), table.end(), rng);
+    storage = randn(rng, (nb + 1) * block * width);  // junk outside the rows
+    for (int64_t t = 0; t < S; ++t)
+      std::copy_n(&rows[t * width], width,
+                  &storage[(table[t / block] * block + t % block) * width]);
+    view = {storage.data(), table.data(), block, block * width, width};
+  }
+};
+
+// W_UK transposed per head: [H*Dc, Dn] from kv_b [H*(Dn+Dv), Dc] (the load-time transform).
+std::vector<float> uk_transposed(const std::vector<float>& wkv, MlaShape s) {
+  std::vector<float> t(s.H * s.Dc * s.Dn);
+  for (int64_t h = 0; h < s.H; ++h)
+    for (int64_t j = 0; j < s.Dn; ++j)
+      for (int64_t c = 0; c < s.Dc; ++c)
+        t[(h * s.Dc + c) * s.Dn + j] = wkv[(h * (s.Dn + s.Dv) + j) * s.Dc + c];
+  return t;
+}
+
+// Random MLA weights: kv_b [H*(Dn+Dv), Dc] and its load-time W_UKᵀ split.
+struct MlaWeights {
+  std::vector<float> wkv, ukt;
+  MlaAbsorbedWeights w;
+  MlaWeights(std::mt19937_64& rng, MlaShape s)
+      : wkv(randn(rng, s.H * (s.Dn + s.Dv) * s.Dc, 1.0 / std::sqrt(s.Dc))),
+        ukt(uk_transposed(wkv, s)),
+        w{{s.H * s.Dc, s.Dn, MatFormat::f32, ukt.data(), nullptr},
+          {s.H * (s.Dn + s.Dv), s.Dc, MatFormat::f32, wkv.data(), nullptr}} {}
+};
+
+// The absorbed attention over a (paged) latent cache against the double reference that
+// expands every latent through kv_b.
+OpCase mla_absorbed_case(MlaShape s, int64_t block) {
+  return {"mla_absorbed", mla_shape(s, block), 2e-5, [=](std::mt19937_64& rng, Impl impl) {
             const int64_t S = s.n_past + s.T, Dq = s.Dn + s.Dr, Dcr = s.Dc + s.Dr;
             std::vector<float> q = randn(rng, s.T * s.H * Dq, 0.5);
-            std::vector<float> cache = randn(rng, S * Dcr);
-            std::vector<float> wkv = randn(rng, s.H * (s.Dn + s.Dv) * s.Dc, 1.0 / std::sqrt(s.Dc));
-            Mat kv_b{s.H * (s.Dn + s.Dv), s.Dc, MatFormat::f32, wkv.data(), nullptr};
-            std::vector<float> k(S * s.H * Dq), v(S * s.H * s.Dv);
-            for (int64_t t = 0; t < S; ++t) {
-              for (int64_t h = 0; h < s.H; ++h) {
-                for (int64_t r = 0; r < s.Dn + s.Dv; ++r) {
-                  double acc = 0;
-                  for (int64_t c = 0; c < s.Dc; ++c)
-                    acc += double(wkv[(h * (s.Dn + s.Dv) + r) * s.Dc + c]) * cache[t * Dcr + c];
-                  if (r < s.Dn)
-                    k[(t * s.H + h) * Dq + r] = float(acc);
-                  else
-                    v[(t * s.H + h) * s.Dv + r - s.Dn] = float(acc);
-                }
-                for (int64_t i = 0; i < s.Dr; ++i)
-                  k[(t * s.H + h) * Dq + s.Dn + i] = cache[t * Dcr + s.Dc + i];
-              }
-            }
+            PagedCache cache(randn(rng, S * Dcr), S, Dcr, block, rng);
+            const MlaWeights mw(rng, s);
             std::vector<float> o(s.T * s.H * s.Dv), o_ref(o.size());
-            mla_attention_absorbed(q.data(), cache.data(), kv_b, s, o.data());
-            mla_attention_expanded(q.data(), k.data(), v.data(), s, o_ref.data());
+            kMlaAbsorbedOp.get(impl)(q.data(), cache.view, mw.w, s, o.data());
+            kMlaAbsorbedOp.ref(q.data(), cache.view, mw.w, s, o_ref.data());
+            return Outputs{o, widen(o_ref)};
+          }};
+}
+
+// Expanded keys [S, H, Dn+Dr] and values [S, H, Dv] from a latent cache [S, Dc+Dr], in
+// double (rounded once to fp32): what the layer's kv_b projection produces.
+void expand_latents(const std::vector<float>& cache, const std::vector<float>& wkv, MlaShape s,
+                    std::vector<float>& k, std::vector<float>& v) {
+  const int64_t S = s.n_past + s.T, Dq = s.Dn + s.Dr, Dcr = s.Dc + s.Dr;
+  k.assign(S * s.H * Dq, 0.0f);
+  v.assign(S * s.H * s.Dv, 0.0f);
+  for (int64_t t = 0; t < S; ++t) {
+    for (int64_t h = 0; h < s.H; ++h) {
+      for (int64_t r = 0; r < s.Dn + s.Dv; ++r) {
+        double acc = 0;
+        for (int64_t c = 0; c < s.Dc; ++c)
+          acc += double(wkv[(h * (s.Dn + s.Dv) + r) * s.Dc + c]) * cache[t * Dcr + c];
+        if (r < s.Dn)
+          k[(t * s.H + h) * Dq + r] = float(acc);
+        else
+          v[(t * s.H + h) * s.Dv + r - s.Dn] = float(acc);
+      }
+      for (int64_t i = 0; i < s.Dr; ++i)
+        k[(t * s.H + h) * Dq + s.Dn + i] = cache[t * Dcr + s.Dc + i];
+    }
+  }
+}
+
+// The expanded attention on random keys and values against its double reference.
+OpCase mla_expanded_case(MlaShape s) {
+  return {"mla_expanded", mla_shape(s, 0), 2e-5, [=](std::mt19937_64& rng, Impl impl) {
+            const int64_t S = s.n_past + s.T, Dq = s.Dn + s.Dr;
+            std::vector<float> q = randn(rng, s.T * s.H * Dq, 0.5);
+            std::vector<float> k = randn(rng, S * s.H * Dq), v = randn(rng, S * s.H * s.Dv);
+            std::vector<float> o(s.T * s.H * s.Dv), o_ref(o.size());
+            kMlaExpandedOp.get(impl)(q.data(), k.data(), v.data(), s, o.data());
+            kMlaExpandedOp.ref(q.data(), k.data(), v.data(), s, o_ref.data());
             return Outputs{o, widen(o_ref)};
           }};
 }
@@ -47,14 +117,14 @@ OpCase mla_case(MlaShape s) {
 OpCase attn_res_case(int64_t n, int64_t T, int64_t d) {
   std::string shape =
       "n=" + std::to_string(n) + " T=" + std::to_string(T) + " d=" + std::to_string(d);
-  return {"attn_res_mix", shape, 2e-6, [=](std::mt19937_64& rng) {
+  return {"attn_res_mix", shape, 2e-6, [=](std::mt19937_64& rng, Impl impl) {
             std::vector<std::vector<float>> c;
             std::vector<const float*> p;
             for (int64_t i = 0; i < n; ++i) c.push_back(randn(rng, T * d, 1.0 + i));
             for (auto& x : c) p.push_back(x.data());
             std::vector<float> w = randn(rng, d, 2.0 / std::sqrt(d)), o(T * d), o_ref(T * d);
-            attn_res_mix(p.data(), {n, T, d}, w.data(), 1e-5f, o.data());
-            attn_res_mix_ref(p.data(), {n, T, d}, w.data(), 1e-5f, o_ref.data());
+            kAttnResMixOp.get(impl)(p.data(), {n, T, d}, w.data(), 1e-5f, o.data());
+            kAttnResMixOp.ref(p.data(), {n, T, d}, w.data(), 1e-5f, o_ref.data());
             return Outputs{o, widen(o_ref)};
           }};
 }
@@ -65,16 +135,37 @@ std::vector<OpCase> cases() {
                      {1, 9, 3, 16, 8, 16, 24},
                      {7, 0, 2, 16, 8, 12, 32},
                      {5, 4, 4, 8, 0, 8, 16},
-                     {3, 2, 2, 32, 16, 32, 48}}) {
-    v.push_back(mla_case(s));
+                     {3, 2, 2, 32, 16, 32, 48},
+                     {4, 3, 1, 1, 1, 1, 1},        // every width one
+                     {70, 0, 1, 8, 4, 8, 16},      // queries span two key tiles
+                     {2, 150, 2, 8, 4, 8, 16}}) {  // past spans several key tiles
+    v.push_back(mla_expanded_case(s));
+    for (int64_t block : {0, 1, 4, 16}) v.push_back(mla_absorbed_case(s, block));
   }
-  for (auto [n, T, d] : {std::tuple{1, 1, 8}, {2, 3, 48}, {9, 5, 64}, {4, 1, 7168}}) {
+  for (auto [n, T, d] :
+       {std::tuple{1, 1, 8}, {2, 3, 48}, {9, 5, 64}, {4, 1, 7168}, {3, 2, 1}, {5, 7, 17}}) {
     v.push_back(attn_res_case(n, T, d));
   }
   return v;
 }
 
 static Register reg(cases());
+
+// The two references agree: attending over expanded latents (rounded to fp32 once) equals
+// attending over the latents through kv_b.
+TEST(Mla, ExpandedAndAbsorbedReferencesAgree) {
+  for (MlaShape s : {MlaShape{3, 0, 2, 16, 8, 12, 32}, {2, 20, 3, 8, 4, 8, 16}}) {
+    std::mt19937_64 rng(0x31a + s.n_past);
+    const int64_t S = s.n_past + s.T, Dq = s.Dn + s.Dr, Dcr = s.Dc + s.Dr;
+    std::vector<float> q = randn(rng, s.T * s.H * Dq, 0.5), cache = randn(rng, S * Dcr), k, v;
+    const MlaWeights mw(rng, s);
+    expand_latents(cache, mw.wkv, s, k, v);
+    std::vector<float> o(s.T * s.H * s.Dv), o_abs(o.size());
+    mla_attention_expanded_ref(q.data(), k.data(), v.data(), s, o.data());
+    mla_attention_ref(q.data(), contiguous_rows(cache.data(), Dcr), mw.w, s, o_abs.data());
+    EXPECT_LE(rel_max_error(o, widen(o_abs)), 1e-6) << mla_shape(s, 0);
+  }
+}
 
 TEST(AttnRes, OneCandidateIsIdentity) {
   std::mt19937_64 rng(3);

@@ -1,8 +1,7 @@
-// Router, RMS norms and SiTU-GLU against plain references and the spec's closed forms.
+// Router, RMS/L2 norms and SiTU-GLU against their references, and the spec's closed forms.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <numeric>
+#include <cmath>
 
 #include "ops/harness.h"
 #include "ops/moe/router.h"
@@ -12,69 +11,70 @@
 namespace k3::test {
 namespace {
 
-// Plain router: full sort of biased scores, weights from unbiased scores (spec §6.3).
-void route_ref(const std::vector<float>& logits, const std::vector<float>& bias, RouterParams p,
-               std::vector<int32_t>& sel, std::vector<double>& w) {
-  std::vector<double> s(p.n_expert);
-  for (int64_t e = 0; e < p.n_expert; ++e) s[e] = 1.0 / (1.0 + std::exp(-double(logits[e])));
-  std::vector<int32_t> order(p.n_expert);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return s[a] + bias[a] > s[b] + bias[b]; });
-  sel.assign(order.begin(), order.begin() + p.top_k);
-  std::sort(sel.begin(), sel.end());
-  double sum = 0;
-  for (int32_t e : sel) sum += s[e];
-  w.clear();
-  for (int32_t e : sel) {
-    w.push_back(((p.renormalize && p.top_k > 1) ? s[e] / sum : s[e]) * p.scale);
-  }
-}
-
-OpCase router_case(RouterParams p) {
-  std::string shape = "E=" + std::to_string(p.n_expert) + " k=" + std::to_string(p.top_k) +
-                      " renorm=" + std::to_string(p.renormalize) +
+// T tokens routed at once; a selected id that differs from the reference's poisons that
+// weight with NaN.
+OpCase router_case(RouterParams p, int64_t T) {
+  std::string shape = "T=" + std::to_string(T) + " E=" + std::to_string(p.n_expert) +
+                      " k=" + std::to_string(p.top_k) + " renorm=" + std::to_string(p.renormalize) +
                       " scale=" + std::to_string(p.scale).substr(0, 3);
-  return {"router", shape, 1e-6, [=](std::mt19937_64& rng) {
-            std::vector<float> got;
-            std::vector<double> want;
-            for (int t = 0; t < 20; ++t) {
-              std::vector<float> logits = randn(rng, p.n_expert, 2.0);
-              std::vector<float> bias = randn(rng, p.n_expert, 0.1);
-              std::vector<int32_t> sel(p.top_k), sel_ref;
-              std::vector<float> w(p.top_k);
-              std::vector<double> w_ref;
-              route_token(logits.data(), bias.data(), p, sel.data(), w.data());
-              route_ref(logits, bias, p, sel_ref, w_ref);
-              for (int64_t j = 0; j < p.top_k; ++j) {  // a wrong id poisons the output with NaN
-                got.push_back(sel[j] == sel_ref[j] ? w[j] : NAN);
-                want.push_back(w_ref[j]);
-              }
-            }
-            return Outputs{got, want};
+  return {"router", shape, 1e-6, [=](std::mt19937_64& rng, Impl impl) {
+            std::vector<float> logits = randn(rng, T * p.n_expert, 2.0);
+            std::vector<float> bias = randn(rng, p.n_expert, 0.1);
+            std::vector<int32_t> sel(T * p.top_k), sel_ref(T * p.top_k);
+            std::vector<float> w(T * p.top_k), w_ref(T * p.top_k);
+            kRouterOp.get(impl)(logits.data(), bias.data(), p, T, sel.data(), w.data());
+            kRouterOp.ref(logits.data(), bias.data(), p, T, sel_ref.data(), w_ref.data());
+            for (size_t j = 0; j < w.size(); ++j) w[j] = sel[j] == sel_ref[j] ? w[j] : NAN;
+            return Outputs{w, widen(w_ref)};
           }};
 }
 
-OpCase rms_case(int64_t rows, int64_t n, bool gated) {
-  std::string shape = "rows=" + std::to_string(rows) + " n=" + std::to_string(n);
-  return {gated ? "gated_rms_norm" : "rms_norm", shape, 2e-6, [=](std::mt19937_64& rng) {
+std::string rows_shape(int64_t rows, int64_t n, bool in_place) {
+  return "rows=" + std::to_string(rows) + " n=" + std::to_string(n) + (in_place ? " in_place" : "");
+}
+
+// `in_place` writes y over x.
+OpCase rms_case(int64_t rows, int64_t n, bool in_place) {
+  return {"rms_norm", rows_shape(rows, n, in_place), 2e-6, [=](std::mt19937_64& rng, Impl impl) {
+            std::vector<float> x = randn(rng, rows * n, 3.0), w = randu(rng, n, 0.5, 1.5);
+            std::vector<float> y(rows * n), want(rows * n);
+            kRmsNormOp.ref(x.data(), rows, n, w.data(), 1e-5f, want.data());
+            float* out = in_place ? x.data() : y.data();
+            kRmsNormOp.get(impl)(x.data(), rows, n, w.data(), 1e-5f, out);
+            return Outputs{in_place ? x : y, widen(want)};
+          }};
+}
+
+OpCase gated_rms_case(int64_t rows, int64_t n, bool in_place) {
+  return {"gated_rms_norm", rows_shape(rows, n, in_place), 2e-6,
+          [=](std::mt19937_64& rng, Impl impl) {
             std::vector<float> x = randn(rng, rows * n, 3.0), z = randn(rng, rows * n, 2.0);
-            std::vector<float> w = randu(rng, n, 0.5, 1.5), y(rows * n);
-            std::vector<double> want(rows * n);
-            if (gated)
-              gated_rms_norm(x.data(), z.data(), rows, n, w.data(), 1e-5f, y.data());
-            else
-              rms_norm(x.data(), rows, n, w.data(), 1e-5f, y.data());
-            for (int64_t r = 0; r < rows; ++r) {
-              double ss = 0;
-              for (int64_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
-              const double inv = 1.0 / std::sqrt(ss / n + 1e-5);
-              for (int64_t i = 0; i < n; ++i) {
-                double g = gated ? 1.0 / (1.0 + std::exp(-double(z[r * n + i]))) : 1.0;
-                want[r * n + i] = x[r * n + i] * inv * w[i] * g;
-              }
-            }
-            return Outputs{y, want};
+            std::vector<float> w = randu(rng, n, 0.5, 1.5), y(rows * n), want(rows * n);
+            kGatedRmsNormOp.ref(x.data(), z.data(), rows, n, w.data(), 1e-5f, want.data());
+            float* out = in_place ? x.data() : y.data();
+            kGatedRmsNormOp.get(impl)(x.data(), z.data(), rows, n, w.data(), 1e-5f, out);
+            return Outputs{in_place ? x : y, widen(want)};
+          }};
+}
+
+OpCase l2_case(int64_t rows, int64_t n, bool in_place) {
+  return {"l2_norm", rows_shape(rows, n, in_place), 2e-6, [=](std::mt19937_64& rng, Impl impl) {
+            std::vector<float> x = randn(rng, rows * n, 3.0), y(rows * n), want(rows * n);
+            kL2NormOp.ref(x.data(), rows, n, 1e-6f, want.data());
+            kL2NormOp.get(impl)(x.data(), rows, n, 1e-6f, in_place ? x.data() : y.data());
+            return Outputs{in_place ? x : y, widen(want)};
+          }};
+}
+
+// Gates and ups wide enough to reach both soft caps; `in_place` writes over the gate.
+OpCase situ_case(int64_t n, bool in_place) {
+  std::string shape = "n=" + std::to_string(n) + (in_place ? " in_place" : "");
+  return {"situ_glu", shape, 2e-6, [=](std::mt19937_64& rng, Impl impl) {
+            std::vector<float> a = randn(rng, n, 10.0), b = randn(rng, n, 40.0), y(n), want(n);
+            const SituParams p{4.0f, 25.0f};
+            kSituGluOp.ref(a.data(), b.data(), n, p, want.data());
+            kSituGluOp.get(impl)(a.data(), b.data(), n, p, in_place ? a.data() : y.data());
+            return Outputs{in_place ? a : y, widen(want)};
           }};
 }
 
@@ -87,20 +87,20 @@ std::vector<OpCase> cases() {
                          {4, 4, true, 1.0f},
                          {896, 16, true, 1.0f},
                          {16, 4, false, 1.0f}}) {
-    v.push_back(router_case(p));
+    for (int64_t T : {1, 20}) v.push_back(router_case(p, T));
   }
-  for (auto [rows, n] : {std::pair{1, 1}, {3, 16}, {5, 128}, {2, 7168}}) {
-    v.push_back(rms_case(rows, n, false));
-    v.push_back(rms_case(rows, n, true));
+  v.push_back(router_case({896, 16, true, 2.5f}, 70));  // above the threading threshold
+  for (auto [rows, n] : {std::pair{1, 1}, {3, 16}, {4, 17}, {5, 128}, {2, 7168}}) {
+    for (bool in_place : {false, true}) {
+      v.push_back(rms_case(rows, n, in_place));
+      v.push_back(gated_rms_case(rows, n, in_place));
+      v.push_back(l2_case(rows, n, in_place));
+    }
   }
-  v.push_back({"situ_glu", "n=4096", 2e-6, [](std::mt19937_64& rng) {
-                 std::vector<float> a = randn(rng, 4096, 10.0), b = randn(rng, 4096, 40.0);
-                 std::vector<float> y(4096);
-                 std::vector<double> want(4096);
-                 situ_glu(a.data(), b.data(), 4096, {4.0f, 25.0f}, y.data());
-                 for (int i = 0; i < 4096; ++i) want[i] = situ_glu_ref(a[i], b[i], {4.0f, 25.0f});
-                 return Outputs{y, want};
-               }});
+  for (int64_t n : {1, 15, 17, 4096}) {
+    v.push_back(situ_case(n, false));
+    v.push_back(situ_case(n, true));
+  }
   return v;
 }
 
@@ -127,6 +127,44 @@ TEST(Router, TopOneKeepsTheRawScore) {
   route_token(logits.data(), bias.data(), {3, 1, true, 2.5f}, &sel, &w);
   EXPECT_EQ(sel, 2);
   EXPECT_NEAR(w, 2.5 / (1 + std::exp(-2.0)), 1e-6);
+}
+
+TEST(Router, BatchedEqualsPerToken) {
+  std::mt19937_64 rng(9);
+  const RouterParams p{32, 4, true, 1.5f};
+  std::vector<float> logits = randn(rng, 5 * 32, 2.0), bias = randn(rng, 32, 0.1);
+  std::vector<int32_t> sel(5 * 4), sel1(4);
+  std::vector<float> w(5 * 4), w1(4);
+  route_tokens(logits.data(), bias.data(), p, 5, sel.data(), w.data());
+  for (int64_t t = 0; t < 5; ++t) {
+    route_token(logits.data() + t * 32, bias.data(), p, sel1.data(), w1.data());
+    for (int64_t j = 0; j < 4; ++j) {
+      EXPECT_EQ(sel[t * 4 + j], sel1[j]);
+      EXPECT_EQ(w[t * 4 + j], w1[j]);
+    }
+  }
+}
+
+TEST(Norms, ReferencesMatchClosedForms) {
+  const float x[2] = {3, 4}, z[2] = {0, 0}, w[2] = {1, 2};
+  float y[2];
+  l2_norm_ref(x, 1, 2, 0.0f, y);  // (3, 4) / 5
+  EXPECT_FLOAT_EQ(y[0], 0.6f);
+  EXPECT_FLOAT_EQ(y[1], 0.8f);
+  rms_norm_ref(x, 1, 2, w, 0.0f, y);  // w ⊙ x / sqrt(12.5)
+  EXPECT_FLOAT_EQ(y[0], float(3 / std::sqrt(12.5)));
+  EXPECT_FLOAT_EQ(y[1], float(8 / std::sqrt(12.5)));
+  gated_rms_norm_ref(x, z, 1, 2, w, 0.0f, y);  // σ(0) = 1/2
+  EXPECT_FLOAT_EQ(y[0], float(1.5 / std::sqrt(12.5)));
+  EXPECT_FLOAT_EQ(y[1], float(4 / std::sqrt(12.5)));
+}
+
+TEST(L2Norm, InPlaceOverloadEqualsOutOfPlace) {
+  std::mt19937_64 rng(10);
+  std::vector<float> x = randn(rng, 3 * 40), y(x.size());
+  l2_norm(x.data(), 3, 40, 1e-6f, y.data());
+  l2_norm(x.data(), 3, 40, 1e-6f);
+  EXPECT_EQ(x, y);
 }
 
 TEST(Situ, ClosedFormValuesFromSpec) {

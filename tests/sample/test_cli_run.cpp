@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "sample/generate.h"
+#include "k3/generate.h"
 #include "sample/util.h"
 
 namespace k3 {

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "sample/generate.h"
+#include "k3/generate.h"
 #include "sample/util.h"
 
 namespace k3 {

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/npy.h"
-#include "eval/perplexity.h"
+#include "k3/npy.h"
+#include "k3/perplexity.h"
 #include "sample/util.h"
 
 namespace k3 {

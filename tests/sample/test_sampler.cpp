@@ -1,5 +1,5 @@
 // Each sampling step against a plain reference written here from the definitions in
-// src/sample/sampler.h, on random logits with fixed seeds.
+// k3/sampler.h, on random logits with fixed seeds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "sample/sampler.h"
+#include "k3/sampler.h"
 
 namespace k3 {
 namespace {

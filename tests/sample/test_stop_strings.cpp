@@ -4,9 +4,9 @@
 
 #include <random>
 
+#include "k3/tokenizer.h"
 #include "sample/stop_strings.h"
 #include "sample/util.h"
-#include "tokenizer/tokenizer.h"
 
 namespace k3 {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "common/cli_harness.h"
 #include "k3/k3.h"
-#include "tokenizer/tokenizer.h"
+#include "k3/tokenizer.h"
 
 namespace k3::test {
 

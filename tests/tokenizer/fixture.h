@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/cli_harness.h"
-#include "tokenizer/tokenizer.h"
+#include "k3/tokenizer.h"
 
 namespace k3::test {
 

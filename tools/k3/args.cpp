@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "core/error.h"
+#include "k3/error.h"
 
 namespace k3::cli {
 

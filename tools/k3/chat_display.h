@@ -1,4 +1,4 @@
-// Shows the model's chat output as it streams, for people. src/chat's StreamParser splits the
+// Shows the model's chat output as it streams, for people. k3/chat.h's StreamParser splits the
 // output into reasoning, content and tool calls; the reasoning is printed dim on a terminal (or
 // between <think> and </think> lines otherwise), the content as it is, each tool call as one
 // "[tool call NAME ARGUMENTS]" line. finish() returns the parsed assistant message.
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string_view>
 
-#include "chat/chat_parse.h"
+#include "k3/chat.h"
 
 namespace k3::cli {
 

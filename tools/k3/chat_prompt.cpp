@@ -1,6 +1,6 @@
 #include "chat_prompt.h"
 
-#include "core/error.h"
+#include "k3/error.h"
 
 namespace k3::cli {
 
@@ -18,10 +18,15 @@ ChatSettings chat_settings(const Args& args) {
   return {.thinking = t == "on", .effort = e};
 }
 
-std::vector<int32_t> encode_conversation(const Tokenizer& tok, const chat::Json& messages,
-                                         const ChatSettings& s) {
-  chat::Json request = {{"messages", messages}};
-  return chat::encode_chat(tok, request, {.thinking = s.thinking, .thinking_effort = s.effort}).ids;
+std::vector<int32_t> encode_conversation(const Tokenizer& tok, const Json& messages,
+                                         const ChatSettings& s, bool generation_prompt) {
+  const Json request = {{"messages", messages}};
+  // Messages hold checked UTF-8 (check_utf8, the parser, message_json), so "replace" never acts.
+  const std::string text = request.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return chat::encode_chat_json(tok, text,
+                                {.thinking = s.thinking,
+                                 .thinking_effort = s.effort,
+                                 .add_generation_prompt = generation_prompt});
 }
 
 }  // namespace k3::cli

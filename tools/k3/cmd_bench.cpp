@@ -6,7 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/error.h"
+#include "k3/error.h"
 #include "k3/k3.h"
 
 namespace k3::cli {
@@ -22,48 +22,79 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void print_line(const char* what, int64_t tokens, const std::vector<double>& v) {
+  std::printf("%-8s %6lld tokens  %10.2f tok/s (median; min %.2f, max %.2f)\n", what,
+              (long long)tokens, median(v), *std::min_element(v.begin(), v.end()),
+              *std::max_element(v.begin(), v.end()));
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  Args args("bench", "-m DIR [-p N] [-n N] [-r N] [-t N]",
-            "Measure prefill tokens/s (one pass over -p random tokens) and decode tokens/s (-n\n"
-            "tokens one at a time after that prompt); report the median over -r repeats.",
+  Args args("bench", "-m DIR [-p N] [-n N] [-b B] [-r N] [-t N]",
+            "Measure prefill tokens/s (one step over -p random tokens per sequence) and decode\n"
+            "tokens/s (-n steps of one token per sequence after that prompt); report the median\n"
+            "over -r repeats. With --batch B, B sequences prefill in one step and decode together\n"
+            "(one token each per step): the aggregate and the per-sequence rates are reported.",
             {{"model", "m", "DIR", "checkpoint directory", ""},
-             {"prompt", "p", "N", "prefill length", "128"},
+             {"prompt", "p", "N", "prefill length per sequence", "128"},
              {"gen", "n", "N", "decode steps", "32"},
+             {"batch", "b", "B", "sequences running together", "1"},
              {"repeats", "r", "N", "repeats (median reported)", "5"},
              {"threads", "t", "N", "worker threads (default: all cores)", ""},
              {"seed", "", "N", "seed for the random token ids", "0"}});
   if (!args.parse(argc, argv)) return 0;
   if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
   const int64_t P = args.integer("prompt"), N = args.integer("gen"), R = args.integer("repeats");
-  check(P >= 1 && N >= 0 && R >= 1, "-p must be >= 1, -n >= 0, -r >= 1");
+  const int64_t B = args.integer("batch");
+  check(P >= 1 && N >= 0 && R >= 1 && B >= 1, "-p must be >= 1, -n >= 0, -r >= 1, -b >= 1");
   auto model = Model::load(args.str("model"));
+  check(P + N <= model->max_positions(), "-p + -n = ", P + N, " exceeds max_position_embeddings (",
+        model->max_positions(), ")");
   std::mt19937_64 rng(static_cast<uint64_t>(args.integer("seed")));
   std::uniform_int_distribution<int64_t> tok(0, model->vocab_size() - 1);
-  std::vector<int64_t> prompt(static_cast<size_t>(P));
-  for (int64_t& t : prompt) t = tok(rng);
+  std::vector<std::vector<int64_t>> prompts(B, std::vector<int64_t>(P));
+  for (auto& p : prompts)
+    for (int64_t& t : p) t = tok(rng);
 
+  Engine engine(*model, {Engine::budget_for(*model, B, P + N), B});
   std::vector<double> pp, tg;
+  Batch batch;
   for (int64_t r = 0; r < R; ++r) {
-    Sequence seq(*model);
+    std::vector<SeqId> seqs;
+    batch.clear();
+    for (int64_t b = 0; b < B; ++b) {
+      seqs.push_back(engine.create_sequence());
+      batch.add(seqs.back(), prompts[b]);
+    }
     auto t0 = std::chrono::steady_clock::now();
-    seq.prefill(prompt);
-    pp.push_back(P / seconds_since(t0));
-    if (N == 0) continue;
-    t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < N; ++i) seq.decode(tok(rng));
-    tg.push_back(N / seconds_since(t0));
+    engine.step(batch);
+    pp.push_back(B * P / seconds_since(t0));
+    if (N > 0) {
+      std::vector<int64_t> next(B);
+      t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < N; ++i) {
+        batch.clear();
+        for (int64_t b = 0; b < B; ++b) {
+          next[b] = tok(rng);
+          batch.add(seqs[b], std::span(&next[b], 1));
+        }
+        engine.step(batch);
+      }
+      tg.push_back(B * N / seconds_since(t0));
+    }
+    for (SeqId s : seqs) engine.release(s);
   }
-  std::printf("model %s, %d threads, %lld repeats\n", args.str("model").c_str(), num_threads(),
-              (long long)R);
-  std::printf("prefill  %6lld tokens  %10.2f tok/s (median; min %.2f, max %.2f)\n", (long long)P,
-              median(pp), *std::min_element(pp.begin(), pp.end()),
-              *std::max_element(pp.begin(), pp.end()));
+  std::printf("model %s, %d threads, batch %lld, %lld repeats\n", args.str("model").c_str(),
+              num_threads(), (long long)B, (long long)R);
+  print_line("prefill", B * P, pp);
   if (N > 0) {
-    std::printf("decode   %6lld tokens  %10.2f tok/s (median; min %.2f, max %.2f)\n", (long long)N,
-                median(tg), *std::min_element(tg.begin(), tg.end()),
-                *std::max_element(tg.begin(), tg.end()));
+    print_line("decode", B * N, tg);
+    if (B > 1) {
+      std::vector<double> per(tg);
+      for (double& v : per) v /= static_cast<double>(B);
+      print_line("  per seq", N, per);
+    }
   }
   return 0;
 }

@@ -12,13 +12,13 @@
 #include "chat_prompt.h"
 #include "commands.h"
 #include "conversation.h"
-#include "core/error.h"
 #include "generation_options.h"
+#include "k3/error.h"
+#include "k3/generate.h"
 #include "k3/k3.h"
 #include "line_input.h"
 #include "model_dir.h"
 #include "run_prompt.h"
-#include "sample/generate.h"
 
 namespace k3::cli {
 namespace {
@@ -70,7 +70,7 @@ void answer(ChatContext& c, const std::string& text) {
       return !interrupted();
     });
     const chat::ParsedMessage& m = display.finish();
-    c.conv.add_answer(ids, r, chat::to_json(m));
+    c.conv.add_answer(ids, r, m);
     std::fputs("\n", stdout);
     std::fflush(stdout);
     report(r);

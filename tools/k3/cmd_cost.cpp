@@ -1,6 +1,6 @@
 // k3 cost: the seed articles' cost model as a tool (issue #4). Reads a K3-style config, computes
 // parameter budgets, cache/state memory, attention MAC coefficients, MoE serving regimes on a
-// hardware preset, SiTU values and a QB balancing simulation (all in src/cost/), and prints them
+// hardware preset, SiTU values and a QB balancing simulation (all in tools/cost/), and prints them
 // as tables or JSON, optionally writing SVG figures. docs/cost.md explains every number.
 // Sections and formatting live in cost_tables_*.cpp and cost_format.cpp (see cost_report.h); this
 // file parses the options, runs the requested sections and writes the figures.
@@ -14,11 +14,11 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/error.h"
 #include "cost/figures.h"
 #include "cost/hardware.h"
 #include "cost_report.h"
-#include "model/hparams.h"
+#include "k3/error.h"
+#include "k3/hparams.h"
 
 namespace k3::cli {
 namespace {

@@ -3,13 +3,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "args.h"
 #include "commands.h"
-#include "core/error.h"
-#include "model/init.h"
+#include "k3/error.h"
+#include "k3/init.h"
 
 namespace k3::cli {
 namespace {
@@ -48,11 +46,6 @@ int cmd_init(int argc, char** argv) {
              {"mxfp4", "", "", "store routed experts as MXFP4 (compressed-tensors)", ""},
              {"shard-gb", "", "GB", "maximum shard size", "4"}});
   if (!args.parse(argc, argv)) return 0;
-  const std::string path = args.str("config");
-  std::ifstream f(path);
-  check(f.good(), "cannot open ", path);
-  nlohmann::json config = nlohmann::json::parse(f, nullptr, false);
-  check(!config.is_discarded(), path, ": not valid JSON");
   InitOptions opt;
   opt.seed = static_cast<uint64_t>(args.integer("seed"));
   opt.mxfp4 = args.has("mxfp4");
@@ -62,7 +55,7 @@ int cmd_init(int argc, char** argv) {
   ProgressBar bar;
   if (isatty(STDERR_FILENO)) opt.progress = [&bar](uint64_t d, uint64_t t) { bar(d, t); };
   const std::string out = args.str("output");
-  init_checkpoint(config, out, opt);
+  init_checkpoint_from_file(args.str("config"), out, opt);
   std::fprintf(stderr, "k3 init: wrote %s\n", out.c_str());
   return 0;
 }

@@ -5,10 +5,8 @@
 
 #include "args.h"
 #include "commands.h"
-#include "k3/k3.h"
-#include "loader/checkpoint.h"
-#include "loader/tensor_table.h"
-#include "model/hparams.h"
+#include "k3/hparams.h"
+#include "k3/inspect.h"
 
 namespace k3::cli {
 namespace {
@@ -73,22 +71,18 @@ int cmd_inspect(int argc, char** argv) {
             {{"model", "m", "DIR", "checkpoint directory", ""},
              {"ctx", "c", "N", "context length for the memory estimate", "4096"}});
   if (!args.parse(argc, argv)) return 0;
-  Checkpoint ckpt(args.str("model"));
-  const HParams& hp = ckpt.hparams();
+  const CheckpointSummary ckpt = describe_checkpoint(args.str("model"));
+  const HParams& hp = ckpt.hparams;
   const int64_t ctx = args.integer("ctx");
   print_config(hp);
 
   std::map<std::string, int64_t> params;
   std::map<std::string, size_t> by_dtype;
   int64_t total = 0;
-  for (const TensorSpec& s : expected_tensors(hp)) {
-    const TensorInfo& t = ckpt.tensor(s.name);
-    bool packed = s.name.size() > 14 && s.name.rfind(".weight_packed") == s.name.size() - 14;
-    bool scale = s.name.rfind(".weight_scale") == s.name.size() - 13;
-    int64_t n = scale ? 0 : (packed ? 2 * t.numel() : t.numel());
-    params[s.role] += n;
-    total += n;
-    by_dtype[packed || scale ? "MXFP4 (U8 packed+scales)" : dtype_name(t.dtype)] += t.nbytes;
+  for (const TensorSummary& t : ckpt.tensors) {
+    params[t.role] += t.params;
+    total += t.params;
+    by_dtype[t.mxfp4 ? "MXFP4 (U8 packed+scales)" : t.dtype] += t.bytes;
   }
   std::printf("parameters by component\n");
   for (const auto& [role, n] : params) {

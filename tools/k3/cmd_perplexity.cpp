@@ -1,4 +1,4 @@
-// k3 perplexity: perplexity of a text file with the HF-style sliding window (src/eval).
+// k3 perplexity: perplexity of a text file with the HF-style sliding window (k3/perplexity.h).
 #include <unistd.h>
 
 #include <chrono>
@@ -6,12 +6,12 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/error.h"
-#include "eval/perplexity.h"
+#include "k3/error.h"
 #include "k3/k3.h"
+#include "k3/perplexity.h"
+#include "k3/tokenizer.h"
 #include "model_dir.h"
 #include "run_prompt.h"
-#include "tokenizer/tokenizer.h"
 #include "tokenizer_io.h"
 
 namespace k3::cli {

@@ -11,13 +11,13 @@
 #include "chat_display.h"
 #include "chat_prompt.h"
 #include "commands.h"
-#include "core/error.h"
 #include "generation_options.h"
+#include "k3/error.h"
+#include "k3/generate.h"
 #include "k3/k3.h"
+#include "k3/tokenizer.h"
 #include "model_dir.h"
 #include "run_prompt.h"
-#include "sample/generate.h"
-#include "tokenizer/tokenizer.h"
 #include "tokenizer_io.h"
 
 namespace k3::cli {
@@ -63,7 +63,7 @@ std::vector<int32_t> prompt_ids(const Args& args, const Tokenizer& tok,
                         : PromptText{read_stdin(), "standard input"};
   if (!args.has("chat")) return encode_prompt(tok, text);
   check_utf8(text);
-  chat::Json messages = chat::Json::array();
+  Json messages = Json::array();
   if (args.has("system")) messages.push_back({{"role", "system"}, {"content", args.str("system")}});
   messages.push_back({{"role", "user"}, {"content", text.text}});
   return encode_conversation(tok, messages, settings);

@@ -7,8 +7,8 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/error.h"
-#include "tokenizer/tokenizer.h"
+#include "k3/error.h"
+#include "k3/tokenizer.h"
 #include "tokenizer_io.h"
 
 namespace k3::cli {

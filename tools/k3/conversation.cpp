@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "core/error.h"
+#include "k3/error.h"
 
 namespace k3::cli {
 
@@ -13,7 +13,7 @@ Conversation::Conversation(const Tokenizer& tok, ChatSettings settings, std::str
 }
 
 void Conversation::reset() {
-  messages_ = chat::Json::array();
+  messages_ = Json::array();
   if (!system_.empty()) messages_.push_back({{"role", "system"}, {"content", system_}});
   seen_.clear();
   n_seen_ = 0;
@@ -33,12 +33,9 @@ void Conversation::drop_last() {
 }
 
 std::vector<int32_t> Conversation::encode(size_t n_messages, bool generation_prompt) const {
-  chat::Json request = {
-      {"messages", chat::Json(messages_.begin(), messages_.begin() + n_messages)}};
-  chat::Options o{.thinking = settings_.thinking,
-                  .thinking_effort = settings_.effort,
-                  .add_generation_prompt = generation_prompt};
-  return chat::encode_chat(tok_, request, o).ids;
+  const Json messages(messages_.begin(),
+                      messages_.begin() + static_cast<std::ptrdiff_t>(n_messages));
+  return encode_conversation(tok_, messages, settings_, generation_prompt);
 }
 
 std::vector<int32_t> Conversation::prompt() const {
@@ -52,8 +49,8 @@ std::vector<int32_t> Conversation::prompt() const {
 }
 
 void Conversation::add_answer(const std::vector<int32_t>& prompt, const GenerateResult& r,
-                              const chat::Json& message) {
-  messages_.push_back(message);
+                              const chat::ParsedMessage& message) {
+  messages_.push_back(Json::parse(chat::message_json(message)));
   if (r.stop == StopReason::eos) {
     seen_ = prompt;
     seen_.insert(seen_.end(), r.tokens.begin(), r.tokens.end());
@@ -67,20 +64,19 @@ void Conversation::add_answer(const std::vector<int32_t>& prompt, const Generate
 void Conversation::save(const std::string& path) const {
   std::ofstream f(path, std::ios::binary);
   check(f.good(), "cannot write ", path);
-  f << messages_.dump(2, ' ', false, chat::Json::error_handler_t::replace) << "\n";
+  f << messages_.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
   check(f.good(), "cannot write ", path);
 }
 
 void Conversation::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   check(f.good(), "cannot open ", path);
-  chat::Json j = chat::Json::parse(f, nullptr, false);
+  Json j = Json::parse(f, nullptr, false);
   check(!j.is_discarded(), path, ": not valid JSON");
   if (j.is_object() && j.contains("messages")) j = j["messages"];
   check(j.is_array(), path, ": expected a JSON array of messages (or {\"messages\": [...]})");
   try {
-    chat::encode_chat(tok_, {{"messages", j}},
-                      {.thinking = settings_.thinking, .thinking_effort = settings_.effort});
+    encode_conversation(tok_, j, settings_);
   } catch (const Error& e) {
     fail(path, ": ", e.what());
   }

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "chat/py_json.h"
 #include "chat_prompt.h"
-#include "sample/generate.h"
-#include "tokenizer/tokenizer.h"
+#include "k3/chat.h"
+#include "k3/generate.h"
+#include "k3/tokenizer.h"
 
 namespace k3::cli {
 
@@ -31,12 +31,12 @@ class Conversation {
   std::vector<int32_t> prompt() const;
   // Records the answer to prompt(): `message` is the parsed assistant message.
   void add_answer(const std::vector<int32_t>& prompt, const GenerateResult& r,
-                  const chat::Json& message);
+                  const chat::ParsedMessage& message);
 
   void reset();                              // back to the system message only
   void save(const std::string& path) const;  // a JSON array of messages
   void load(const std::string& path);        // an array, or an object with "messages"
-  const chat::Json& messages() const { return messages_; }
+  const Json& messages() const { return messages_; }
 
  private:
   std::vector<int32_t> encode(size_t n_messages, bool generation_prompt) const;
@@ -44,7 +44,7 @@ class Conversation {
   Tokenizer tok_;
   ChatSettings settings_;
   std::string system_;
-  chat::Json messages_ = chat::Json::array();
+  Json messages_ = Json::array();
   std::vector<int32_t> seen_;  // ids the model saw for messages_[0, n_seen_)
   size_t n_seen_ = 0;
 };

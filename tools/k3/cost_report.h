@@ -14,7 +14,7 @@
 
 #include "cost/hardware.h"
 #include "cost/qb_sim.h"
-#include "model/hparams.h"
+#include "k3/hparams.h"
 
 namespace k3::cli::cost_report {
 

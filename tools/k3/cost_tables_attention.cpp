@@ -3,10 +3,10 @@
 #include <cmath>
 #include <string>
 
-#include "core/error.h"
 #include "cost/macs.h"
 #include "cost/memory.h"
 #include "cost_report.h"
+#include "k3/error.h"
 
 namespace k3::cli::cost_report {
 namespace {

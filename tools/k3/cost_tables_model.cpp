@@ -3,10 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "cost/params.h"
 #include "cost/situ.h"
 #include "cost_report.h"
+#include "k3/error.h"
 
 namespace k3::cli::cost_report {
 namespace {

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "cost/memory.h"
 #include "cost/moe_regimes.h"
 #include "cost/qb_toy.h"
 #include "cost_report.h"
+#include "k3/error.h"
 
 namespace k3::cli::cost_report {
 

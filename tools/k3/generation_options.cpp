@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <random>
 
-#include "core/error.h"
-#include "sample/generation_config.h"
+#include "k3/error.h"
+#include "k3/generation_config.h"
 
 namespace k3::cli {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "args.h"
-#include "sample/generate.h"
-#include "tokenizer/tokenizer.h"
+#include "k3/generate.h"
+#include "k3/tokenizer.h"
 
 namespace k3::cli {
 

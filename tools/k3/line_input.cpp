@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "k3/error.h"
 
 namespace k3::cli {
 namespace {

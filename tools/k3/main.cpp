@@ -5,7 +5,7 @@
 #include <string>
 
 #include "commands.h"
-#include "core/error.h"
+#include "k3/error.h"
 
 namespace {
 

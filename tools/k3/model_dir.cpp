@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "core/error.h"
+#include "k3/error.h"
 
 namespace k3::cli {
 namespace fs = std::filesystem;

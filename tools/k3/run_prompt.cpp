@@ -2,13 +2,12 @@
 
 #include <cstdio>
 
-#include "core/error.h"
-#include "tokenizer/utf8.h"
+#include "k3/error.h"
 
 namespace k3::cli {
 
 void check_utf8(const PromptText& p) {
-  const size_t bad = tok::find_invalid_utf8(p.text);
+  const size_t bad = find_invalid_utf8(p.text);
   if (bad == std::string::npos) return;
   char byte[8];
   std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(p.text[bad]));

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/tokenizer.h"
+#include "k3/tokenizer.h"
 
 namespace k3::cli {
 

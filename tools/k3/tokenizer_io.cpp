@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/error.h"
+#include "k3/error.h"
 
 namespace k3::cli {
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/scratch.h"
 
 namespace k3 {
 namespace {
@@ -14,7 +15,7 @@ void mix(const float* const* cands, AttnResShape s, const float* w, float eps, f
   check(s.n >= 1, "attn_res_mix: needs at least one candidate");
 #pragma omp parallel for schedule(static) if (s.T > 1)
   for (int64_t t = 0; t < s.T; ++t) {
-    std::vector<F> score(static_cast<size_t>(s.n));
+    F* score = thread_scratch<F, struct AttnResScoreTag>(static_cast<size_t>(s.n));
     F mx = -INFINITY;
     for (int64_t i = 0; i < s.n; ++i) {
       const float* v = cands[i] + t * s.d;
@@ -27,7 +28,7 @@ void mix(const float* const* cands, AttnResShape s, const float* w, float eps, f
       mx = std::max(mx, score[i]);
     }
     F sum = 0;
-    for (auto& x : score) sum += (x = std::exp(x - mx));
+    for (int64_t i = 0; i < s.n; ++i) sum += (score[i] = std::exp(score[i] - mx));
     float* o = out + t * s.d;
     for (int64_t j = 0; j < s.d; ++j) {
       F acc = 0;
@@ -48,5 +49,8 @@ void attn_res_mix_ref(const float* const* cands, AttnResShape s, const float* w,
                       float* out) {
   mix<double>(cands, s, w, eps, out);
 }
+
+const OpTable<AttnResMixFn> kAttnResMixOp = register_op<AttnResMixFn>(
+    {.name = "attn_res_mix", .ref = attn_res_mix_ref, .cpu = attn_res_mix});
 
 }  // namespace k3

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "ops/registry.h"
+
 namespace k3 {
 
 struct AttnResShape {
@@ -15,9 +17,13 @@ struct AttnResShape {
 };
 
 // cands[i] points to [T, d]; w [d]; out [T, d] (must not alias a candidate).
+using AttnResMixFn = void(const float* const* cands, AttnResShape s, const float* w, float eps,
+                          float* out);
+extern const OpTable<AttnResMixFn> kAttnResMixOp;  // "attn_res_mix"
+
 void attn_res_mix(const float* const* cands, AttnResShape s, const float* w, float eps, float* out);
 
-// Plain double reference (tests only).
+// Plain double reference.
 void attn_res_mix_ref(const float* const* cands, AttnResShape s, const float* w, float eps,
                       float* out);
 

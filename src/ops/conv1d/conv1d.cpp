@@ -43,4 +43,7 @@ void causal_conv1d_silu_ref(const float* x, const float* w, float* state, Conv1d
   }
 }
 
+const OpTable<Conv1dSiluFn> kConv1dSiluOp = register_op<Conv1dSiluFn>(
+    {.name = "conv1d_silu", .ref = causal_conv1d_silu_ref, .cpu = causal_conv1d_silu});
+
 }  // namespace k3

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "ops/registry.h"
+
 namespace k3 {
 
 struct Conv1dShape {
@@ -16,6 +18,9 @@ struct Conv1dShape {
 };
 
 // x [T, C], w [C, W], state [C, W-1] (in/out), y [T, C] (may not alias x).
+using Conv1dSiluFn = void(const float* x, const float* w, float* state, Conv1dShape s, float* y);
+extern const OpTable<Conv1dSiluFn> kConv1dSiluOp;  // "conv1d_silu"
+
 void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShape s, float* y);
 
 // Reference: the same sum written over an explicit zero-padded history, in double.

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "ops/registry.h"
+
 namespace k3 {
 
 struct KdaShape {
@@ -29,10 +31,17 @@ struct KdaInputs {
 };
 
 // S [H, K, V] in/out; o [T, H, V].
+using KdaFn = void(const KdaInputs& in, KdaShape s, float* S, float* o);
+using KdaRecurrentFn = KdaFn;
+using KdaChunkedFn = KdaFn;
+// Both have the double recurrence kda_recurrent_ref as their reference.
+extern const OpTable<KdaRecurrentFn> kKdaRecurrentOp;  // "kda_recurrent": cpu kda_recurrent
+extern const OpTable<KdaChunkedFn> kKdaChunkedOp;      // "kda_chunked": cpu kda_chunked, C = 64
+
 void kda_recurrent(const KdaInputs& in, KdaShape s, float* S, float* o);
 void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk = 64);
 
-// Plain double-precision reference of the recurrence (tests only).
+// Plain double-precision reference of the recurrence (the oracle of both forms).
 void kda_recurrent_ref(const KdaInputs& in, KdaShape s, float* S, float* o);
 
 }  // namespace k3

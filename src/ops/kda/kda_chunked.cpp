@@ -20,16 +20,21 @@ namespace {
 // visible fp32 noise on long, mildly decaying chunks.
 using Acc = double;
 
+// One per thread, kept between calls (grows only) so steady-state steps allocate nothing.
 struct ChunkScratch {
   std::vector<Acc> gamma, decay, M, W, U, Vn, qs;
-  ChunkScratch(int64_t C, int64_t K, int64_t V)
-      : gamma(C * K),
-        decay(C * C * K),
-        M(std::max(C * C, V)),
-        W(C * K),
-        U(C * V),
-        Vn(C * V),
-        qs(V) {}
+  void ensure(int64_t C, int64_t K, int64_t V) {
+    auto grow = [](std::vector<Acc>& v, int64_t n) {
+      if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+    };
+    grow(gamma, C * K);
+    grow(decay, C * C * K);
+    grow(M, std::max(C * C, V));
+    grow(W, C * K);
+    grow(U, C * V);
+    grow(Vn, C * V);
+    grow(qs, V);
+  }
 };
 
 // Gathers row t of head h from a [T, H, D] tensor.
@@ -121,7 +126,8 @@ void chunk_step(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t 
 void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk) {
 #pragma omp parallel
   {
-    ChunkScratch w(chunk, s.K, s.V);
+    thread_local ChunkScratch w;
+    w.ensure(chunk, s.K, s.V);
 #pragma omp for schedule(static)
     for (int64_t h = 0; h < s.H; ++h) {
       float* Sh = S + h * s.K * s.V;
@@ -131,5 +137,15 @@ void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t ch
     }
   }
 }
+
+namespace {
+// The registered launcher: the prefill chunk size.
+void kda_chunked_64(const KdaInputs& in, KdaShape s, float* S, float* o) {
+  kda_chunked(in, s, S, o, 64);
+}
+}  // namespace
+
+const OpTable<KdaChunkedFn> kKdaChunkedOp = register_op<KdaChunkedFn>(
+    {.name = "kda_chunked", .ref = kda_recurrent_ref, .cpu = kda_chunked_64});
 
 }  // namespace k3

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/scratch.h"
 #include "ops/kda/kda.h"
 
 namespace k3 {
@@ -36,12 +37,13 @@ void run(const KdaInputs& in, KdaShape s, float* S, float* o) {
   const int64_t H = s.H, K = s.K, V = s.V;
 #pragma omp parallel for schedule(static) if (H > 1)
   for (int64_t h = 0; h < H; ++h) {
-    std::vector<F> Sh(static_cast<size_t>(K * V)), u(static_cast<size_t>(V));
+    F* Sh = thread_scratch<F, struct KdaStateTag>(static_cast<size_t>(K * V));
+    F* u = thread_scratch<F, struct KdaUTag>(static_cast<size_t>(V));
     for (int64_t i = 0; i < K * V; ++i) Sh[i] = S[h * K * V + i];
     for (int64_t t = 0; t < s.T; ++t) {
       const int64_t th = t * H + h;
       delta_step<F>(in.q + th * K, in.k + th * K, in.v + th * V, in.g + th * K, in.beta[th], K, V,
-                    Sh.data(), u.data(), o + th * V);
+                    Sh, u, o + th * V);
     }
     for (int64_t i = 0; i < K * V; ++i) S[h * K * V + i] = static_cast<float>(Sh[i]);
   }
@@ -54,5 +56,8 @@ void kda_recurrent(const KdaInputs& in, KdaShape s, float* S, float* o) { run<fl
 void kda_recurrent_ref(const KdaInputs& in, KdaShape s, float* S, float* o) {
   run<double>(in, s, S, o);
 }
+
+const OpTable<KdaRecurrentFn> kKdaRecurrentOp = register_op<KdaRecurrentFn>(
+    {.name = "kda_recurrent", .ref = kda_recurrent_ref, .cpu = kda_recurrent});
 
 }  // namespace k3

@@ -11,6 +11,7 @@
 #endif
 
 #include "core/bf16.h"
+#include "core/scratch.h"
 #include "ops/mxfp4/mxfp4.h"
 
 namespace k3 {
@@ -73,8 +74,14 @@ constexpr int64_t kTileT = 4;         // tokens per register tile
 constexpr int64_t kTileR = 4;         // weight rows per register tile
 
 #if defined(__AVX512F__)
-// y[t0+a, r0+b] for a 4x4 tile: 16 accumulators of 16 lanes, each weight and input vector
-// loaded once per 16 columns. Requires cols % 16 == 0.
+// Batch invariance: every output y[t, r] is summed in one canonical order whichever path
+// computes it (a 4x4 tile, a lone row, the fused BF16/MXFP4 decode dots) and however many rows
+// the call has: one 16-lane accumulator over 16-column chunks in column order, then
+// _mm512_reduce_add_ps. So a sequence's logits do not depend on what else is in its step.
+// (Requires cols % 16 == 0; other widths use the scalar `dot` everywhere.)
+
+// y[t0+a, r0+b] for a 4x4 tile: 16 accumulators, each weight and input vector loaded once per
+// 16 columns.
 void tile_4x4(const float* x, int64_t ldx, const float* w, int64_t cols, float* y, int64_t ldy) {
   __m512 acc[kTileT][kTileR];
   for (auto& row : acc)
@@ -92,65 +99,49 @@ void tile_4x4(const float* x, int64_t ldx, const float* w, int64_t cols, float* 
 }
 constexpr bool kHaveTile = true;
 
-// Σ_i x[i]·bf16(w[i]) with the widening fused into the loop (decode: T is small, the weights
-// stream from memory once). Requires n % 16 == 0.
-float dot_bf16(const float* x, const uint16_t* w, int64_t n) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512i raw = _mm512_loadu_si512(w + i);
-    const __m512 w0 = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16));
-    const __m512 w1 = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16));
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), w0, acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), w1, acc1);
-  }
-  for (; i < n; i += 16) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i));
-    const __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), w0, acc0);
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+// One output in the canonical order (the tile's arithmetic for a single row).
+float dot16(const float* x, const float* w, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(w + i), acc);
+  return _mm512_reduce_add_ps(acc);
 }
 
-// Small T with BF16 weights: one fused pass per weight row, no widened copy.
+inline __m512 widen_bf16(const uint16_t* w) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+
+// Σ_i x[i]·bf16(w[i]) for two weight rows at once (two independent FMA chains), the widening
+// fused into the loop (decode: the weights stream from memory once). Canonical order per row.
+void dot_bf16_x2(const float* x, const uint16_t* w0, const uint16_t* w1, int64_t n, float* y0,
+                 float* y1) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + i);
+    acc0 = _mm512_fmadd_ps(xv, widen_bf16(w0 + i), acc0);
+    acc1 = _mm512_fmadd_ps(xv, widen_bf16(w1 + i), acc1);
+  }
+  *y0 = _mm512_reduce_add_ps(acc0);
+  *y1 = _mm512_reduce_add_ps(acc1);
+}
+
+// Small T with BF16 weights: one fused pass per pair of weight rows, no widened copy.
 bool linear_bf16_small_t(const float* x, int64_t T, const Mat& w, float* y) {
   if (w.format != MatFormat::bf16 || T > 2 || w.cols % 16 != 0) return false;
   const uint16_t* base = static_cast<const uint16_t*>(w.data);
+  const int64_t n_pairs = (w.rows + 1) / 2;
 #pragma omp parallel for schedule(static) if (w.rows * w.cols > 32768)
-  for (int64_t r = 0; r < w.rows; ++r) {
-    for (int64_t t = 0; t < T; ++t)
-      y[t * w.rows + r] = dot_bf16(x + t * w.cols, base + r * w.cols, w.cols);
-  }
-  return true;
-}
-#else
-void tile_4x4(const float*, int64_t, const float*, int64_t, float*, int64_t) {}
-bool linear_bf16_small_t(const float*, int64_t, const Mat&, float*) { return false; }
-constexpr bool kHaveTile = false;
-#endif
-
-// y[t, r0..r0+nr) for all t, from nr decoded rows.
-void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
-                   int64_t ld_y, int64_t r0, float* y) {
-  int64_t t = 0;
-  if (kHaveTile && cols % 16 == 0) {
-    for (; t + kTileT <= T; t += kTileT) {
-      int64_t j = 0;
-      for (; j + kTileR <= nr; j += kTileR) {
-        tile_4x4(x + t * cols, cols, rows + j * cols, cols, y + t * ld_y + r0 + j, ld_y);
-      }
-      for (; j < nr; ++j) {
-        for (int64_t a = 0; a < kTileT; ++a)
-          y[(t + a) * ld_y + r0 + j] = dot(x + (t + a) * cols, rows + j * cols, cols);
-      }
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    const int64_t r0 = 2 * p, r1 = std::min(r0 + 1, w.rows - 1);  // odd count: last row twice
+    for (int64_t t = 0; t < T; ++t) {
+      float y0, y1;
+      dot_bf16_x2(x + t * w.cols, base + r0 * w.cols, base + r1 * w.cols, w.cols, &y0, &y1);
+      y[t * w.rows + r0] = y0;
+      y[t * w.rows + r1] = y1;
     }
   }
-  for (; t < T; ++t) {
-    for (int64_t j = 0; j < nr; ++j)
-      y[t * ld_y + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
-  }
+  return true;
 }
 
 // Small T with MXFP4 weights: decode fused into the dot product, one pass per row.
@@ -166,6 +157,42 @@ bool linear_mxfp4_small_t(const float* x, int64_t T, const Mat& w, float* y) {
   }
   return true;
 }
+#else
+// Without AVX-512 every path decodes rows and uses the scalar `dot` (batch invariant).
+void tile_4x4(const float*, int64_t, const float*, int64_t, float*, int64_t) {}
+float dot16(const float*, const float*, int64_t) { return 0; }
+bool linear_bf16_small_t(const float*, int64_t, const Mat&, float*) { return false; }
+bool linear_mxfp4_small_t(const float*, int64_t, const Mat&, float*) { return false; }
+constexpr bool kHaveTile = false;
+#endif
+
+// y[t, r0..r0+nr) for all t, from nr decoded rows.
+void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
+                   int64_t ld_y, int64_t r0, float* y) {
+  int64_t t = 0;
+  if (kHaveTile && cols % 16 == 0) {  // the canonical order everywhere: tiles, then dot16
+
+    for (; t + kTileT <= T; t += kTileT) {
+      int64_t j = 0;
+      for (; j + kTileR <= nr; j += kTileR) {
+        tile_4x4(x + t * cols, cols, rows + j * cols, cols, y + t * ld_y + r0 + j, ld_y);
+      }
+      for (; j < nr; ++j) {
+        for (int64_t a = 0; a < kTileT; ++a)
+          y[(t + a) * ld_y + r0 + j] = dot16(x + (t + a) * cols, rows + j * cols, cols);
+      }
+    }
+    for (; t < T; ++t) {
+      for (int64_t j = 0; j < nr; ++j)
+        y[t * ld_y + r0 + j] = dot16(x + t * cols, rows + j * cols, cols);
+    }
+    return;
+  }
+  for (; t < T; ++t) {
+    for (int64_t j = 0; j < nr; ++j)
+      y[t * ld_y + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
+  }
+}
 
 }  // namespace
 
@@ -174,15 +201,18 @@ void linear(const float* x, int64_t T, const Mat& w, float* y) {
   const int64_t n_blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
 #pragma omp parallel if (w.rows * w.cols * T > 32768)
   {
-    std::vector<float> rows(static_cast<size_t>(kRowsPerBlock * w.cols));
+    float* rows = thread_scratch<float, struct LinearRowsTag>(kRowsPerBlock * w.cols);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t r0 = b * kRowsPerBlock;
       const int64_t nr = std::min(kRowsPerBlock, w.rows - r0);
-      for (int64_t j = 0; j < nr; ++j) mat_row(w, r0 + j, rows.data() + j * w.cols);
-      block_product(x, T, rows.data(), nr, w.cols, w.rows, r0, y);
+      for (int64_t j = 0; j < nr; ++j) mat_row(w, r0 + j, rows + j * w.cols);
+      block_product(x, T, rows, nr, w.cols, w.rows, r0, y);
     }
   }
 }
+
+const OpTable<LinearFn> kLinearOp =
+    register_op<LinearFn>({.name = "linear", .ref = linear_ref, .cpu = linear});
 
 }  // namespace k3

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "ops/registry.h"
+
 namespace k3 {
 
 enum class MatFormat { bf16, f32, mxfp4 };
@@ -18,6 +20,10 @@ struct Mat {
 
 // out[cols] = W[r, :] as fp32.
 void mat_row(const Mat& w, int64_t r, float* out);
+
+// x [T, w.cols] -> y [T, w.rows].
+using LinearFn = void(const float* x, int64_t T, const Mat& w, float* y);
+extern const OpTable<LinearFn> kLinearOp;  // "linear": ref linear_ref, cpu linear
 
 // Plain reference, one dot product at a time in double; never optimised.
 void linear_ref(const float* x, int64_t T, const Mat& w, float* y);

@@ -1,17 +1,23 @@
 // Gated NoPE MLA attention core (spec §4). No rotary embedding anywhere: the "rope" part of
 // each query/key is plain learned content shared by all heads. Scale = (Dn + Dr)^-1/2.
 //
-// Expanded (prefill, §4.2): per head h, k_h = [k_h^N ; r], scores q_h·k_h, softmax over the
-// causal window, o_h = Σ p v_h.
-// Absorbed (decode, §4.3): the cache holds the normalised latent ĉ (Dc) and r (Dr) per token;
+// Expanded (a prompt's first chunk, §4.2): per head h, k_h = [k_h^N ; r], scores q_h·k_h,
+// softmax over the causal window, o_h = Σ p v_h.
+// Absorbed (decode and later chunks, §4.3): the cache holds the normalised latent ĉ (Dc) and r
+// (Dr) per token;
 //   q̃_h = W_UK,hᵀ q_h^N (Dc),  s_τ = q̃_h·ĉ_τ + q_h^R·r_τ,  o_h = W_UV,h Σ_τ p_τ ĉ_τ.
+// The absorbed form never expands the history, so a long prompt prefilled in chunks costs
+// the same attention work as one pass. Its softmax is computed online over key tiles, so its
+// scratch does not grow with the context.
 // Both: query t (0-based in this call) sits at absolute position n_past + t and sees cache
 // positions 0 … n_past + t.
 #pragma once
 
 #include <cstdint>
 
+#include "core/paged_rows.h"
 #include "ops/linear/linear.h"
+#include "ops/registry.h"
 
 namespace k3 {
 
@@ -25,11 +31,34 @@ struct MlaShape {
   int64_t Dc = 0;      // kv_lora_rank
 };
 
-// q [T, H, Dn+Dr]; k [S, H, Dn+Dr]; v [S, H, Dv] (S = n_past + T); o [T, H, Dv].
-void mla_attention_expanded(const float* q, const float* k, const float* v, MlaShape s, float* o);
+// The absorbed form's view of kv_b [H*(Dn+Dv), Dc], split once at load time: the key rows of
+// every head transposed, and the value rows used in place.
+struct MlaAbsorbedWeights {
+  Mat uk_t;  // [H*Dc, Dn]: head h's W_UKᵀ at rows h*Dc … h*Dc+Dc-1
+  Mat kv_b;  // [H*(Dn+Dv), Dc]: head h's W_UV at rows h*(Dn+Dv)+Dn …
+};
 
-// q [T, H, Dn+Dr]; cache [S, Dc+Dr]; kv_b [H*(Dn+Dv), Dc]; o [T, H, Dv].
-void mla_attention_absorbed(const float* q, const float* cache, const Mat& kv_b, MlaShape s,
-                            float* o);
+// q [T, H, Dn+Dr]; k [S, H, Dn+Dr]; v [S, H, Dv] (S = n_past + T); o [T, H, Dv].
+using MlaExpandedFn = void(const float* q, const float* k, const float* v, MlaShape s, float* o);
+// q [T, H, Dn+Dr]; cache rows [S, Dc+Dr] (paged); o [T, H, Dv].
+using MlaAbsorbedFn = void(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
+                           MlaShape s, float* o);
+extern const OpTable<MlaExpandedFn> kMlaExpandedOp;  // "mla_expanded"
+extern const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp;  // "mla_absorbed"
+
+void mla_attention_expanded(const float* q, const float* k, const float* v, MlaShape s, float* o);
+void mla_attention_absorbed(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
+                            MlaShape s, float* o);
+
+// The same for head h only (callers that parallelise over sequences and heads themselves).
+void mla_attention_absorbed_head(const float* q, const PagedRows& cache,
+                                 const MlaAbsorbedWeights& w, MlaShape s, int64_t h, float* o);
+
+// Plain double references. The expanded one attends over the given keys and values; the
+// absorbed one expands every cached latent through w.kv_b (w.uk_t unused) and attends.
+void mla_attention_expanded_ref(const float* q, const float* k, const float* v, MlaShape s,
+                                float* o);
+void mla_attention_ref(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
+                       MlaShape s, float* o);
 
 }  // namespace k3

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "ops/registry.h"
+
 namespace k3 {
 
 struct RouterParams {
@@ -15,8 +17,20 @@ struct RouterParams {
   float scale = 1.0f;  // routed_scaling_factor
 };
 
+// logits [T, n_expert], bias [n_expert] -> sel [T, top_k] (ascending expert id per token),
+// weight [T, top_k].
+using RouterFn = void(const float* logits, const float* bias, RouterParams p, int64_t T,
+                      int32_t* sel, float* weight);
+extern const OpTable<RouterFn> kRouterOp;  // "router": ref route_tokens_ref, cpu route_tokens
+
 // logits [n_expert], bias [n_expert] -> sel [top_k] (ascending expert id), weight [top_k].
 void route_token(const float* logits, const float* bias, RouterParams p, int32_t* sel,
                  float* weight);
+// route_token for each of T tokens.
+void route_tokens(const float* logits, const float* bias, RouterParams p, int64_t T, int32_t* sel,
+                  float* weight);
+// Plain reference: double scores, a full sort of the biased scores per token.
+void route_tokens_ref(const float* logits, const float* bias, RouterParams p, int64_t T,
+                      int32_t* sel, float* weight);
 
 }  // namespace k3

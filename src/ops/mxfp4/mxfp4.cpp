@@ -117,14 +117,16 @@ float mxfp4_dot_row(const uint8_t* packed_row, const uint8_t* scale_row, const f
                     int64_t cols) {
 #if defined(__AVX512F__)
   const GroupDecoder decode;
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  // One accumulator over 16-column chunks in order: the same arithmetic as decoding the row
+  // and taking linear's canonical dot, so results do not depend on the path (batch invariance).
+  __m512 acc = _mm512_setzero_ps();
   for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
     __m512 a, b;
     decode(packed_row + g * (kMxfp4Group / 2), scale_row[g], a, b);
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + g * kMxfp4Group), a, acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + g * kMxfp4Group + 16), b, acc1);
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + g * kMxfp4Group), a, acc);
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + g * kMxfp4Group + 16), b, acc);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return _mm512_reduce_add_ps(acc);
 #else
   float row[kMxfp4Group];
   float acc = 0;

@@ -13,6 +13,13 @@ float inv_rms(const float* x, int64_t n, float eps) {
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
+// Σ x² of one row, in double (the references).
+double sum_sq(const float* x, int64_t n) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  return ss;
+}
+
 }  // namespace
 
 void rms_norm(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* y) {
@@ -35,14 +42,51 @@ void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t n, con
   }
 }
 
-void l2_norm(float* x, int64_t rows, int64_t n, float eps) {
+void l2_norm(const float* x, int64_t rows, int64_t n, float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
-    float* xr = x + r * n;
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
     double ss = 0;
     for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
     const float s = static_cast<float>(1.0 / std::sqrt(ss + eps));
-    for (int64_t i = 0; i < n; ++i) xr[i] *= s;
+    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * s;
   }
 }
+
+void l2_norm(float* x, int64_t rows, int64_t n, float eps) {
+  l2_norm(static_cast<const float*>(x), rows, n, eps, x);
+}
+
+void rms_norm_ref(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const double inv = 1.0 / std::sqrt(sum_sq(x + r * n, n) / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = float(double(x[r * n + i]) * inv * w[i]);
+  }
+}
+
+void gated_rms_norm_ref(const float* x, const float* z, int64_t rows, int64_t n, const float* w,
+                        float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const double inv = 1.0 / std::sqrt(sum_sq(x + r * n, n) / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i) {
+      const double gate = 1.0 / (1.0 + std::exp(-double(z[r * n + i])));
+      y[r * n + i] = float(double(x[r * n + i]) * inv * w[i] * gate);
+    }
+  }
+}
+
+void l2_norm_ref(const float* x, int64_t rows, int64_t n, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const double inv = 1.0 / std::sqrt(sum_sq(x + r * n, n) + eps);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = float(double(x[r * n + i]) * inv);
+  }
+}
+
+const OpTable<RmsNormFn> kRmsNormOp =
+    register_op<RmsNormFn>({.name = "rms_norm", .ref = rms_norm_ref, .cpu = rms_norm});
+const OpTable<GatedRmsNormFn> kGatedRmsNormOp = register_op<GatedRmsNormFn>(
+    {.name = "gated_rms_norm", .ref = gated_rms_norm_ref, .cpu = gated_rms_norm});
+const OpTable<L2NormFn> kL2NormOp =
+    register_op<L2NormFn>({.name = "l2_norm", .ref = l2_norm_ref, .cpu = l2_norm});
 
 }  // namespace k3

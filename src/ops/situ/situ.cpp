@@ -9,6 +9,10 @@ double situ_glu_ref(double a, double b, SituParams p) {
   return gate * p.linear_beta * std::tanh(b / p.linear_beta);
 }
 
+void situ_glu_ref_array(const float* gate, const float* up, int64_t n, SituParams p, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(situ_glu_ref(gate[i], up[i], p));
+}
+
 void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float* out) {
   const float inv_b1 = 1.0f / p.beta, inv_b2 = 1.0f / p.linear_beta;
   for (int64_t i = 0; i < n; ++i) {
@@ -17,5 +21,8 @@ void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float
     out[i] = g * (p.linear_beta * std::tanh(b * inv_b2));
   }
 }
+
+const OpTable<SituGluFn> kSituGluOp =
+    register_op<SituGluFn>({.name = "situ_glu", .ref = situ_glu_ref_array, .cpu = situ_glu});
 
 }  // namespace k3

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "ops/registry.h"
+
 namespace k3 {
 
 struct SituParams {
@@ -12,9 +14,15 @@ struct SituParams {
   float linear_beta = 25.0f;  // activation_situ_linear_beta (up-branch soft cap)
 };
 
-double situ_glu_ref(double a, double b, SituParams p);
+// gate [n], up [n] -> out [n]: out[i] = φ(gate[i], up[i]); out may alias gate.
+using SituGluFn = void(const float* gate, const float* up, int64_t n, SituParams p, float* out);
+extern const OpTable<SituGluFn> kSituGluOp;  // "situ_glu": ref situ_glu_ref_array, cpu situ_glu
 
-// out[i] = φ(gate[i], up[i]); out may alias gate.
+// φ(a, b) in double (the closed form the spec's table is checked against).
+double situ_glu_ref(double a, double b, SituParams p);
+// situ_glu_ref element by element.
+void situ_glu_ref_array(const float* gate, const float* up, int64_t n, SituParams p, float* out);
+
 void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float* out);
 
 }  // namespace k3

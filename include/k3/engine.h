@@ -1,0 +1,88 @@
+// The engine: many sequences, one batched step. Each sequence's state (KDA conv + recurrent
+// state in a fixed slot, MLA latents in a paged, reference-counted block cache) lives in one
+// pool created with a memory budget. A step runs any mix of prompt chunks and single decode
+// tokens from different sequences together: every weight is read once per step.
+//
+//   k3::Engine engine(*model, {.state_budget_bytes = 1 << 30, .max_sequences = 8});
+//   k3::SeqId a = engine.create_sequence(), b = engine.create_sequence();
+//   k3::Batch batch;
+//   batch.add(a, prompt_a);            // a prompt chunk: logits for its last row
+//   batch.add(b, {next_b});            // one decode token
+//   std::vector<float> logits = engine.step(batch);   // [2, vocab]
+//   k3::SnapshotId snap = engine.snapshot(a);         // save a's state at its length
+//   k3::SeqId c = engine.restore(snap);               // a new sequence continuing from it
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "k3/model.h"
+
+namespace k3 {
+
+using SeqId = int64_t;       // a live sequence
+using SnapshotId = int64_t;  // a saved sequence state: restored or dropped, never stepped
+
+struct EngineOptions {
+  size_t state_budget_bytes = size_t{1} << 30;  // KDA slots + paged MLA latent cache
+  int64_t max_sequences = 8;                    // live sequences + snapshots at once
+  int64_t block_tokens = 16;                    // tokens per MLA cache block
+};
+
+// The new tokens of one step, flattened (cu_seqlens style): sequence i owns
+// tokens[cu_seqlens[i] … cu_seqlens[i+1]). logit_rows lists the rows (indices into tokens)
+// whose logits the step returns, in that order.
+struct Batch {
+  std::vector<int64_t> tokens;
+  std::vector<int32_t> cu_seqlens{0};
+  std::vector<SeqId> seqs;
+  std::vector<int32_t> logit_rows;
+
+  enum class Logits { last, all, none };
+  // Appends a sequence's new tokens; by default asks for the logits of its last token.
+  void add(SeqId seq, std::span<const int64_t> new_tokens, Logits want = Logits::last);
+  void clear();  // keeps capacity, so a reused Batch does not allocate
+  int64_t n_seqs() const { return static_cast<int64_t>(seqs.size()); }
+};
+
+class Engine {
+ public:
+  explicit Engine(const Model& model, EngineOptions opt = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  SeqId create_sequence();
+  void release(SeqId seq);
+  void reset(SeqId seq);  // back to an empty sequence
+  int64_t n_past(SeqId seq) const;
+
+  SnapshotId snapshot(SeqId seq);  // the sequence's state now (one slot; blocks shared)
+  SeqId restore(SnapshotId snap);  // a new sequence continuing from the snapshot
+  void drop(SnapshotId snap);
+
+  // Runs one step and writes logits [batch.logit_rows.size(), vocab]. Throws k3::Error
+  // (naming the sequence or row at fault) before touching any state when the batch is
+  // invalid or the pool has no room for it.
+  void step(const Batch& batch, float* logits);
+  std::vector<float> step(const Batch& batch);
+
+  // The budget that holds `sequences` sequences of up to `tokens` tokens each (no snapshots).
+  static size_t budget_for(const Model& model, int64_t sequences, int64_t tokens,
+                           int64_t block_tokens = 16);
+
+  const Model& model() const { return model_; }
+  size_t state_bytes(SeqId seq) const;  // slot + blocks held by the sequence
+  int64_t free_sequences() const;       // entries left for sequences or snapshots
+  int64_t free_blocks() const;
+
+ private:
+  struct Impl;
+  const Model& model_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace k3

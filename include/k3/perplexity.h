@@ -1,0 +1,59 @@
+// Perplexity of a token sequence with a sliding window (the Hugging Face "perplexity of
+// fixed-length models" scheme), documented in docs/CLI.md (k3 perplexity).
+//
+//   std::vector<int32_t> ids = tokenizer.encode(text);
+//   k3::PerplexityResult r = k3::perplexity(*model, ids, {.ctx = 512, .stride = 256});
+//   std::printf("ppl %.3f over %lld tokens\n", r.perplexity(), (long long)r.n_scored);
+//
+// Windows start at 0, stride, 2*stride, ... and hold at most ctx tokens: window w covers
+// [begin_w, end_w) with end_w = min(begin_w + ctx, N), and the last window is the first one
+// that reaches N. Each window runs from an empty state and scores the tokens i in
+// [max(begin_w + 1, end_{w-1}), end_w), i.e. those the previous window did not score, each by
+// -log p(x_i | x_begin_w .. x_{i-1}). The first token of a window has no context there, so with
+// stride == ctx (no overlap) the first token of every window is never scored; with stride < ctx
+// every token after the first is scored once, with at least ctx - stride tokens of context
+// (fewer only in the first window). perplexity = exp(sum of the scores / number scored).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "k3/model.h"
+
+namespace k3 {
+
+struct PerplexityParams {
+  int64_t ctx = 512;    // window length in tokens
+  int64_t stride = 0;   // window start step, 1..ctx; 0 = ctx (no overlap)
+  int64_t chunk = 128;  // prefill piece inside a window (bounds logits memory)
+};
+
+struct PerplexityWindow {
+  int64_t begin = 0, end = 0;  // tokens [begin, end) are run
+  int64_t first_scored = 0;    // tokens [first_scored, end) are scored
+};
+
+struct PerplexityResult {
+  double nll_sum = 0;  // sum of -log p over the scored tokens (natural log)
+  int64_t n_scored = 0;
+  int64_t n_windows = 0;
+  int64_t n_evaluated = 0;  // tokens run through the model (sum of window lengths)
+  double seconds = 0;
+  double perplexity() const;
+  double tokens_per_second() const { return seconds > 0 ? n_evaluated / seconds : 0; }
+};
+
+// The windows for n_tokens; throws k3::Error when n_tokens < 2 or ctx/stride are out of range.
+std::vector<PerplexityWindow> perplexity_windows(int64_t n_tokens, const PerplexityParams& p);
+
+// -log softmax(logits)[target], computed in double.
+double token_nll(std::span<const float> logits, int64_t target);
+
+// progress(done, total) counts tokens run, after each prefill piece.
+using PerplexityProgress = std::function<void(int64_t done, int64_t total)>;
+PerplexityResult perplexity(const Model& model, std::span<const int32_t> ids,
+                            const PerplexityParams& p, const PerplexityProgress& progress = {});
+
+}  // namespace k3

@@ -1,0 +1,39 @@
+// The CPU backend: host memory and memcpy. It implements every registered op (each op's
+// `cpu` slot, or its reference when no faster version exists).
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "ops/registry.h"
+
+namespace k3 {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu; }
+  const char* name() const override { return "cpu"; }
+  void* alloc(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    check(p != nullptr, "cpu backend: out of memory allocating ", bytes, " bytes");
+    return p;
+  }
+  void free(void* p) override { std::free(p); }
+  void copy_to_device(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_on_device(void* dst, const void* src, size_t n) override { std::memmove(dst, src, n); }
+  void sync() override {}
+  bool supports_op(std::string_view op) const override {
+    const OpInfo* info = find_op(op);
+    return info != nullptr && info->has_cpu;
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend b;
+  return b;
+}
+
+}  // namespace k3

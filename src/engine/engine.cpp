@@ -1,0 +1,132 @@
+// k3::Engine: validates a batch, plans it, reserves cache blocks, runs the forward step and
+// advances the sequences. Steady-state steps allocate nothing: the plan, the step tensors
+// (arena) and the pool are all reused.
+#include "k3/engine.h"
+
+#include <algorithm>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "engine/plan.h"
+#include "engine/state_pool.h"
+#include "model/forward.h"
+
+namespace k3 {
+
+void Batch::add(SeqId seq, std::span<const int64_t> new_tokens, Logits want) {
+  const int32_t t0 = cu_seqlens.back();
+  tokens.insert(tokens.end(), new_tokens.begin(), new_tokens.end());
+  cu_seqlens.push_back(static_cast<int32_t>(tokens.size()));
+  seqs.push_back(seq);
+  const int32_t t1 = cu_seqlens.back();
+  if (want == Logits::all) {
+    for (int32_t r = t0; r < t1; ++r) logit_rows.push_back(r);
+  } else if (want == Logits::last && t1 > t0) {
+    logit_rows.push_back(t1 - 1);
+  }
+}
+
+void Batch::clear() {
+  tokens.clear();
+  cu_seqlens.assign(1, 0);
+  seqs.clear();
+  logit_rows.clear();
+}
+
+struct Engine::Impl {
+  StatePool pool;
+  Arena arena;
+  std::vector<SeqSpan> plan;  // capacity max_sequences: planning never allocates
+
+  Impl(const HParams& hp, const EngineOptions& o)
+      : pool(hp, {o.state_budget_bytes, o.max_sequences, o.block_tokens}) {
+    plan.reserve(static_cast<size_t>(o.max_sequences));
+  }
+};
+
+namespace {
+
+// Checks the batch's shape, its sequences and tokens; names the first problem found.
+void validate(const Batch& b, const StatePool& pool, int64_t vocab) {
+  const int64_t B = b.n_seqs(), T = static_cast<int64_t>(b.tokens.size());
+  check(B >= 1, "batch: no sequences");
+  check(static_cast<int64_t>(b.cu_seqlens.size()) == B + 1 && b.cu_seqlens[0] == 0 &&
+            b.cu_seqlens[B] == T,
+        "batch: cu_seqlens must have ", B + 1, " entries from 0 to ", T);
+  for (int64_t i = 0; i < B; ++i) {
+    const SeqId s = b.seqs[i];
+    check(b.cu_seqlens[i + 1] > b.cu_seqlens[i], "batch: sequence ", s, " has no new tokens");
+    check(pool.is_live(s), "batch: sequence ", s, " does not exist (released, or a snapshot id)");
+    for (int64_t j = 0; j < i; ++j)
+      check(b.seqs[j] != s, "batch: sequence ", s, " appears twice in one step");
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    check(b.tokens[t] >= 0 && b.tokens[t] < vocab, "batch: token id ", b.tokens[t], " at row ", t,
+          " is outside the vocabulary [0, ", vocab, ")");
+  }
+  for (int32_t r : b.logit_rows)
+    check(r >= 0 && r < T, "batch: logit row ", r, " is outside the step's ", T, " rows");
+}
+
+}  // namespace
+
+Engine::Engine(const Model& model, EngineOptions opt)
+    : model_(model), impl_(std::make_unique<Impl>(model.hparams(), opt)) {}
+Engine::~Engine() = default;
+
+SeqId Engine::create_sequence() { return impl_->pool.create(); }
+void Engine::release(SeqId seq) { impl_->pool.release(seq); }
+void Engine::reset(SeqId seq) { impl_->pool.reset(seq); }
+int64_t Engine::n_past(SeqId seq) const { return impl_->pool.n_past(seq); }
+SnapshotId Engine::snapshot(SeqId seq) { return impl_->pool.snapshot(seq); }
+SeqId Engine::restore(SnapshotId snap) { return impl_->pool.restore(snap); }
+void Engine::drop(SnapshotId snap) { impl_->pool.drop(snap); }
+int64_t Engine::free_sequences() const { return impl_->pool.free_entries(); }
+int64_t Engine::free_blocks() const { return impl_->pool.free_blocks(); }
+
+size_t Engine::budget_for(const Model& model, int64_t sequences, int64_t tokens,
+                          int64_t block_tokens) {
+  const HParams& hp = model.hparams();
+  const int64_t P = hp.kda.proj_dim(), W = hp.kda.conv_kernel, K = hp.kda.head_dim;
+  const size_t slot = static_cast<size_t>(hp.n_layers_of(AttnKind::kda)) *
+                      static_cast<size_t>(3 * P * (W - 1) + hp.kda.n_head * K * K) * 4;
+  const size_t block =
+      static_cast<size_t>(hp.n_layers_of(AttnKind::mla) * block_tokens * hp.mla.cache_width()) * 4;
+  const size_t blocks = static_cast<size_t>((tokens + block_tokens - 1) / block_tokens);
+  return static_cast<size_t>(sequences) * (slot + blocks * block) + 1;
+}
+
+size_t Engine::state_bytes(SeqId seq) const {
+  const StatePool& p = impl_->pool;
+  const int64_t bt = p.block_tokens();
+  const int64_t blocks = (p.n_past(seq) + bt - 1) / bt;
+  return p.slot_bytes() + static_cast<size_t>(blocks) * p.block_bytes();
+}
+
+void Engine::step(const Batch& b, float* logits) {
+  StatePool& pool = impl_->pool;
+  validate(b, pool, model_.vocab_size());
+  const int64_t B = b.n_seqs();
+  for (int64_t i = 0; i < B; ++i) pool.reserve(b.seqs[i], b.cu_seqlens[i + 1] - b.cu_seqlens[i]);
+  std::vector<SeqSpan>& plan = impl_->plan;
+  plan.clear();
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t t0 = b.cu_seqlens[i];
+    plan.push_back({b.seqs[i], t0, b.cu_seqlens[i + 1] - t0, pool.n_past(b.seqs[i])});
+  }
+  const StepPlan sp{plan.data(), B, static_cast<int64_t>(b.tokens.size())};
+  impl_->arena.reset();
+  Ctx ctx{cpu_backend(), impl_->arena};
+  forward_step(
+      model_.weights(), model_.hparams(), sp, pool, ctx,
+      {b.tokens.data(), b.logit_rows.data(), static_cast<int64_t>(b.logit_rows.size()), logits});
+  for (const SeqSpan& s : plan) pool.advance(s.seq, s.n);
+}
+
+std::vector<float> Engine::step(const Batch& b) {
+  std::vector<float> logits(b.logit_rows.size() * static_cast<size_t>(model_.vocab_size()));
+  step(b, logits.data());
+  return logits;
+}
+
+}  // namespace k3

@@ -1,0 +1,59 @@
+#include "ops/elementwise/elementwise.h"
+
+#include <cmath>
+
+namespace k3 {
+namespace {
+
+// Below this a fork/join costs more than the loop (decode-sized vectors stay serial).
+constexpr int64_t kParallelMin = int64_t{1} << 15;
+
+double sigmoid_d(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+
+}  // namespace
+
+void sigmoid_f32(const float* x, int64_t n, float* y) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
+void scale_f32(const float* x, int64_t n, float s, float* y) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+}
+
+void add_f32(const float* a, const float* b, int64_t n, float* y) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void mul_sigmoid_f32(const float* x, const float* gate, int64_t n, float* y) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (1.0f / (1.0f + std::exp(-gate[i])));
+}
+
+void sigmoid_ref(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(sigmoid_d(x[i]));
+}
+
+void scale_ref(const float* x, int64_t n, float s, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(double(x[i]) * s);
+}
+
+void add_ref(const float* a, const float* b, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(double(a[i]) + b[i]);
+}
+
+void mul_sigmoid_ref(const float* x, const float* gate, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i] * sigmoid_d(gate[i]));
+}
+
+const OpTable<SigmoidFn> kSigmoidOp =
+    register_op<SigmoidFn>({.name = "sigmoid", .ref = sigmoid_ref, .cpu = sigmoid_f32});
+const OpTable<ScaleFn> kScaleOp =
+    register_op<ScaleFn>({.name = "scale", .ref = scale_ref, .cpu = scale_f32});
+const OpTable<AddFn> kAddOp = register_op<AddFn>({.name = "add", .ref = add_ref, .cpu = add_f32});
+const OpTable<MulSigmoidFn> kMulSigmoidOp = register_op<MulSigmoidFn>(
+    {.name = "mul_sigmoid", .ref = mul_sigmoid_ref, .cpu = mul_sigmoid_f32});
+
+}  // namespace k3

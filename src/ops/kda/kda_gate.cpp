@@ -1,0 +1,42 @@
+#include "ops/kda/kda_gate.h"
+
+#include <cmath>
+
+namespace k3 {
+namespace {
+
+float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+}  // namespace
+
+void kda_gate(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s, float* g) {
+  const int64_t H = s.H, K = s.K;
+#pragma omp parallel for collapse(2) schedule(static) if (s.T * H * K > (int64_t{1} << 15))
+  for (int64_t t = 0; t < s.T; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      const float a = std::exp(A_log[h]);
+      const int64_t row = (t * H + h) * K;
+      for (int64_t i = 0; i < K; ++i)
+        g[row + i] = s.lower_bound * sigmoid(a * (f[row + i] + dt_bias[h * K + i]));
+    }
+  }
+}
+
+void kda_gate_ref(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,
+                  float* g) {
+  for (int64_t t = 0; t < s.T; ++t) {
+    for (int64_t h = 0; h < s.H; ++h) {
+      const double a = std::exp(double(A_log[h]));
+      for (int64_t i = 0; i < s.K; ++i) {
+        const int64_t j = (t * s.H + h) * s.K + i;
+        const double x = a * (double(f[j]) + dt_bias[h * s.K + i]);
+        g[j] = static_cast<float>(s.lower_bound / (1.0 + std::exp(-x)));
+      }
+    }
+  }
+}
+
+const OpTable<KdaGateFn> kKdaGateOp =
+    register_op<KdaGateFn>({.name = "kda_gate", .ref = kda_gate_ref, .cpu = kda_gate});
+
+}  // namespace k3

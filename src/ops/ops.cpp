@@ -1,0 +1,239 @@
+// Tensor bindings: check the contract, then dispatch to the registered launcher.
+#include "ops/ops.h"
+
+#include "ops/attn_res/attn_res.h"
+#include "ops/conv1d/conv1d.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/kda/kda.h"
+#include "ops/kda/kda_gate.h"
+#include "ops/moe/moe_combine.h"
+#include "ops/norm/norm.h"
+
+namespace k3::op {
+namespace {
+
+// Rows and width of a tensor viewed as [rows, last dim], every row contiguous.
+struct RowsView {
+  int64_t rows, n, ld;
+};
+RowsView rows_of(const Tensor& t, const char* op, const char* name) {
+  check(t.ndim >= 1 && t.stride[t.ndim - 1] == 1, op, ": ", name,
+        " must have unit stride in its last dimension");
+  const int64_t n = t.dim(-1), rows = n == 0 ? 0 : t.numel() / n;
+  // Outer dims must collapse to one row stride (all but the last dim contiguous together).
+  int64_t ld = t.ndim >= 2 ? t.stride[t.ndim - 2] : n;
+  for (int d = t.ndim - 3; d >= 0; --d) {
+    check(t.stride[d] == t.stride[d + 1] * t.shape[d + 1], op, ": ", name,
+          " rows are not evenly strided");
+  }
+  return {rows, n, ld};
+}
+
+void same_shape(const Tensor& a, const Tensor& b, const char* op) {
+  check(a.numel() == b.numel() && a.dim(-1) == b.dim(-1), op, ": shapes differ (", a.numel(),
+        " vs ", b.numel(), " elements)");
+}
+
+void contiguous_f32(const Tensor& t, const char* op, const char* name) {
+  check(t.dtype == DType::f32 && t.is_contiguous(), op, ": ", name,
+        " must be a contiguous f32 tensor");
+}
+
+}  // namespace
+
+void embed(Ctx& ctx, const Mat& table, std::span<const int64_t> ids, const Tensor& out) {
+  contiguous_f32(out, "embed", "out");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  check(out.numel() == T * table.cols, "embed: out is not [", T, ", ", table.cols, "]");
+  for (int64_t t = 0; t < T; ++t) mat_row(table, ids[t], out.f32() + t * table.cols);
+}
+
+void linear(Ctx& ctx, const Tensor& x, const Mat& w, const Tensor& y) {
+  contiguous_f32(x, "linear", "x");
+  contiguous_f32(y, "linear", "y");
+  const int64_t T = x.dim(0);
+  check(x.dim(-1) == w.cols && y.dim(-1) == w.rows && y.dim(0) == T && x.numel() == T * w.cols,
+        "linear: x [", T, ", ", x.dim(-1), "] · W [", w.rows, ", ", w.cols, "]ᵀ -> y [", y.dim(0),
+        ", ", y.dim(-1), "]");
+  kLinearOp.on(ctx)(x.f32(), T, w, y.f32());
+}
+
+void rms_norm(Ctx& ctx, const Tensor& x, Weights w, float eps, const Tensor& y) {
+  const RowsView rx = rows_of(x, "rms_norm", "x"), ry = rows_of(y, "rms_norm", "y");
+  check(static_cast<int64_t>(w.size()) == rx.n && ry.n == rx.n && ry.rows == rx.rows,
+        "rms_norm: x [", rx.rows, ", ", rx.n, "], y [", ry.rows, ", ", ry.n, "], w [", w.size(),
+        "]");
+  if (rx.ld == rx.n && ry.ld == ry.n) {
+    kRmsNormOp.on(ctx)(x.f32(), rx.rows, rx.n, w.data(), eps, y.f32());
+    return;
+  }
+  // Strided rows (the latent part of MLA's kv_a output): one row at a time.
+  for (int64_t i = 0; i < rx.rows; ++i)
+    kRmsNormOp.on(ctx)(x.f32() + i * rx.ld, 1, rx.n, w.data(), eps, y.f32() + i * ry.ld);
+}
+
+void gated_rms_norm(Ctx& ctx, const Tensor& x, const Tensor& z, Weights w, float eps,
+                    const Tensor& y) {
+  for (const Tensor* t : {&x, &z, &y}) contiguous_f32(*t, "gated_rms_norm", "x/z/y");
+  same_shape(x, z, "gated_rms_norm");
+  same_shape(x, y, "gated_rms_norm");
+  const int64_t n = x.dim(-1);
+  check(static_cast<int64_t>(w.size()) == n, "gated_rms_norm: weight of ", w.size(),
+        " for rows of ", n);
+  kGatedRmsNormOp.on(ctx)(x.f32(), z.f32(), x.numel() / n, n, w.data(), eps, y.f32());
+}
+
+void l2_norm(Ctx& ctx, const Tensor& x, float eps, const Tensor& y) {
+  contiguous_f32(x, "l2_norm", "x");
+  contiguous_f32(y, "l2_norm", "y");
+  same_shape(x, y, "l2_norm");
+  kL2NormOp.on(ctx)(x.f32(), x.numel() / x.dim(-1), x.dim(-1), eps, y.f32());
+}
+
+void sigmoid(Ctx& ctx, const Tensor& x, const Tensor& y) {
+  contiguous_f32(x, "sigmoid", "x");
+  contiguous_f32(y, "sigmoid", "y");
+  same_shape(x, y, "sigmoid");
+  kSigmoidOp.on(ctx)(x.f32(), x.numel(), y.f32());
+}
+
+void scale(Ctx& ctx, const Tensor& x, float s, const Tensor& y) {
+  contiguous_f32(x, "scale", "x");
+  contiguous_f32(y, "scale", "y");
+  same_shape(x, y, "scale");
+  kScaleOp.on(ctx)(x.f32(), x.numel(), s, y.f32());
+}
+
+void add(Ctx& ctx, const Tensor& a, const Tensor& b, const Tensor& y) {
+  for (const Tensor* t : {&a, &b, &y}) contiguous_f32(*t, "add", "a/b/y");
+  same_shape(a, b, "add");
+  same_shape(a, y, "add");
+  kAddOp.on(ctx)(a.f32(), b.f32(), a.numel(), y.f32());
+}
+
+void mul_sigmoid(Ctx& ctx, const Tensor& x, const Tensor& gate, const Tensor& y) {
+  for (const Tensor* t : {&x, &gate, &y}) contiguous_f32(*t, "mul_sigmoid", "x/gate/y");
+  same_shape(x, gate, "mul_sigmoid");
+  same_shape(x, y, "mul_sigmoid");
+  kMulSigmoidOp.on(ctx)(x.f32(), gate.f32(), x.numel(), y.f32());
+}
+
+void situ_glu(Ctx& ctx, const Tensor& gate, const Tensor& up, SituParams p, const Tensor& y) {
+  for (const Tensor* t : {&gate, &up, &y}) contiguous_f32(*t, "situ_glu", "gate/up/y");
+  same_shape(gate, up, "situ_glu");
+  same_shape(gate, y, "situ_glu");
+  kSituGluOp.on(ctx)(gate.f32(), up.f32(), gate.numel(), p, y.f32());
+}
+
+void conv1d_silu(Ctx& ctx, const Tensor& x, Weights taps, int64_t W, float* state,
+                 const Tensor& y) {
+  contiguous_f32(x, "conv1d_silu", "x");
+  contiguous_f32(y, "conv1d_silu", "y");
+  same_shape(x, y, "conv1d_silu");
+  const int64_t C = x.dim(-1);
+  check(static_cast<int64_t>(taps.size()) == C * W, "conv1d_silu: ", taps.size(), " taps for ", C,
+        " channels of width ", W);
+  kConv1dSiluOp.on(ctx)(x.f32(), taps.data(), state, {x.numel() / C, C, W}, y.f32());
+}
+
+void kda_gate(Ctx& ctx, const Tensor& f, Weights A_log, Weights dt_bias, float lower_bound,
+              const Tensor& g) {
+  contiguous_f32(f, "kda_gate", "f");
+  contiguous_f32(g, "kda_gate", "g");
+  same_shape(f, g, "kda_gate");
+  check(f.ndim == 3, "kda_gate: f must be [T, H, K]");
+  const int64_t T = f.dim(0), H = f.dim(1), K = f.dim(2);
+  check(static_cast<int64_t>(A_log.size()) >= H && static_cast<int64_t>(dt_bias.size()) == H * K,
+        "kda_gate: A_log / dt_bias sizes");
+  kKdaGateOp.on(ctx)(f.f32(), A_log.data(), dt_bias.data(), {T, H, K, lower_bound}, g.f32());
+}
+
+void kda(Ctx& ctx, const KdaTensors& in, std::span<const KdaSeq> seqs, const Tensor& o) {
+  for (const Tensor* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &o})
+    contiguous_f32(*t, "kda", "inputs");
+  check(in.q.ndim == 3 && in.v.ndim == 3, "kda: q and v must be [T, H, D]");
+  const int64_t H = in.q.dim(1), K = in.q.dim(2), V = in.v.dim(2);
+  const KdaInputs all{in.q.f32(), in.k.f32(), in.v.f32(), in.g.f32(), in.beta.f32()};
+  auto rows = [&](int64_t r) {  // inputs from (token, head) row r on
+    return KdaInputs{all.q + r * K, all.k + r * K, all.v + r * V, all.g + r * K, all.beta + r};
+  };
+  for (const KdaSeq& s : seqs) {
+    if (s.n > 1) kKdaChunkedOp.on(ctx)(rows(s.t0 * H), {s.n, H, K, V}, s.S, o.f32() + s.t0 * H * V);
+  }
+  auto* recurrent = kKdaRecurrentOp.on(ctx);
+  const int64_t items = static_cast<int64_t>(seqs.size()) * H;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t it = 0; it < items; ++it) {
+    const KdaSeq& s = seqs[it / H];
+    if (s.n != 1) continue;
+    const int64_t h = it % H, r = s.t0 * H + h;
+    recurrent(rows(r), {1, 1, K, V}, s.S + h * K * V, o.f32() + r * V);
+  }
+}
+
+void mla_expanded(Ctx& ctx, const Tensor& q, const Tensor& k, const Tensor& v, MlaShape s,
+                  const Tensor& o) {
+  for (const Tensor* t : {&q, &k, &v, &o}) contiguous_f32(*t, "mla_expanded", "q/k/v/o");
+  check(q.numel() == s.T * s.H * (s.Dn + s.Dr) && o.numel() == s.T * s.H * s.Dv &&
+            k.numel() == (s.n_past + s.T) * s.H * (s.Dn + s.Dr) &&
+            v.numel() == (s.n_past + s.T) * s.H * s.Dv,
+        "mla_expanded: tensor sizes do not match the shape");
+  kMlaExpandedOp.on(ctx)(q.f32(), k.f32(), v.f32(), s, o.f32());
+}
+
+void mla_absorbed(Ctx& ctx, const Tensor& q, std::span<const MlaSeq> seqs,
+                  const MlaAbsorbedWeights& w, MlaShape dims, const Tensor& o) {
+  contiguous_f32(q, "mla_absorbed", "q");
+  contiguous_f32(o, "mla_absorbed", "o");
+  const int64_t H = dims.H, Dq = dims.Dn + dims.Dr, Dv = dims.Dv;
+  auto* head = mla_attention_absorbed_head;  // the cpu launcher, one head at a time
+  const int64_t items = static_cast<int64_t>(seqs.size()) * H;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t it = 0; it < items; ++it) {
+    const MlaSeq& s = seqs[it / H];
+    MlaShape sh = dims;
+    sh.T = s.n;
+    sh.n_past = s.n_past;
+    head(q.f32() + s.t0 * H * Dq, s.cache, w, sh, it % H, o.f32() + s.t0 * H * Dv);
+  }
+}
+
+void attn_res_mix(Ctx& ctx, std::span<const float* const> cands, const Tensor& out, Weights w,
+                  float eps) {
+  contiguous_f32(out, "attn_res_mix", "out");
+  const int64_t d = out.dim(-1);
+  check(static_cast<int64_t>(w.size()) == d && !cands.empty(), "attn_res_mix: shapes");
+  kAttnResMixOp.on(ctx)(cands.data(), {static_cast<int64_t>(cands.size()), out.numel() / d, d},
+                        w.data(), eps, out.f32());
+}
+
+void route(Ctx& ctx, const Tensor& logits, Weights bias, RouterParams p, const Tensor& sel,
+           const Tensor& weight) {
+  contiguous_f32(logits, "route", "logits");
+  contiguous_f32(weight, "route", "weight");
+  const int64_t T = logits.dim(0);
+  check(logits.dim(-1) == p.n_expert && static_cast<int64_t>(bias.size()) == p.n_expert &&
+            sel.numel() == T * p.top_k && weight.numel() == T * p.top_k,
+        "route: shapes");
+  kRouterOp.on(ctx)(logits.f32(), bias.data(), p, T, sel.ptr<int32_t>(), weight.f32());
+}
+
+void gather_choice_rows(Ctx& ctx, const Tensor& src, std::span<const int64_t> choice, int64_t k,
+                        const Tensor& dst) {
+  contiguous_f32(src, "gather_choice_rows", "src");
+  contiguous_f32(dst, "gather_choice_rows", "dst");
+  const int64_t width = src.dim(-1), n = static_cast<int64_t>(choice.size());
+  check(dst.numel() == n * width, "gather_choice_rows: dst is not [", n, ", ", width, "]");
+  kGatherChoiceRowsOp.on(ctx)(src.f32(), choice.data(), n, k, width, dst.f32());
+}
+
+void moe_scatter_add(Ctx& ctx, const Tensor& y, std::span<const int64_t> choice,
+                     const Tensor& weight, int64_t k, const Tensor& c) {
+  contiguous_f32(y, "moe_scatter_add", "y");
+  contiguous_f32(c, "moe_scatter_add", "c");
+  const int64_t width = c.dim(-1), n = static_cast<int64_t>(choice.size());
+  check(y.numel() == n * width, "moe_scatter_add: y is not [", n, ", ", width, "]");
+  kMoeScatterAddOp.on(ctx)(y.f32(), choice.data(), weight.f32(), n, k, width, c.f32());
+}
+
+}  // namespace k3::op

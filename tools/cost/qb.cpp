@@ -1,0 +1,188 @@
+#include "cost/qb.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "k3/error.h"
+
+namespace k3::cost {
+namespace {
+
+size_t at(int64_t i) { return static_cast<size_t>(i); }
+
+// Threads only pay off on simulation-sized batches; the hand-made examples stay serial.
+bool parallel(const Scores& sc) { return sc.tokens * sc.experts >= (int64_t{1} << 18); }
+
+void check_args(const Scores& sc, int64_t k, const std::vector<double>& bias) {
+  check(k >= 1 && k < sc.experts, "QB: top-k (", k, ") must be in 1..N-1 (N = ", sc.experts, ")");
+  check(static_cast<int64_t>(bias.size()) == sc.experts, "QB: bias has ", bias.size(),
+        " entries, expected ", sc.experts);
+}
+
+// The k+1 best experts of one token by biased score v, best first: best[0..k) are selected and
+// best[k] is the (k+1)-th. Ties go to the lower expert index, so the result is deterministic.
+// Insertion into a short sorted list: most experts are rejected by one comparison.
+struct Ranked {
+  double v;
+  int64_t e;
+};
+void top_k_plus_one(const std::vector<double>& v, int64_t k, std::vector<Ranked>& best) {
+  best.clear();
+  const size_t keep = at(k + 1);
+  for (int64_t e = 0; e < static_cast<int64_t>(v.size()); ++e) {
+    const double x = v[at(e)];
+    if (best.size() == keep && !(x > best.back().v)) continue;  // equal: the lower index stays
+    if (best.size() < keep) best.push_back({x, e});
+    size_t i = best.size() - 1;
+    while (i > 0 && x > best[i - 1].v) {
+      best[i] = best[i - 1];
+      --i;
+    }
+    best[i] = {x, e};
+  }
+}
+
+int64_t quantile_rank(const Scores& sc, int64_t k) {
+  return std::max<int64_t>(1, sc.tokens * k / sc.experts);
+}
+
+std::vector<double> zero_mean(std::vector<double> b) {
+  double mean = std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size());
+  for (double& x : b) x -= mean;
+  return b;
+}
+
+// b_e from the sorted position `pos` (0-based) of a histogram of r over [lo, hi).
+double histogram_quantile(const std::vector<int64_t>& h, int64_t q, bool strict, double lo,
+                          double hi) {
+  const auto bins = static_cast<int64_t>(h.size());
+  int64_t before = 0, beta = 0;
+  for (; beta < bins - 1; ++beta) {
+    int64_t after = before + h[at(beta)];
+    if (strict ? after > q : after >= q) break;
+    before = after;
+  }
+  double hb = static_cast<double>(std::max<int64_t>(h[at(beta)], 1));
+  double frac = std::clamp(static_cast<double>(q - before) / hb, 0.0, 1.0);
+  return lo + (static_cast<double>(beta) + frac) * (hi - lo) / static_cast<double>(bins);
+}
+
+// r_{t,e} = alpha_t - s_{t,e}, transposed to [N, T] so each expert's values are contiguous.
+// Blocked over tokens: the scores are [T, N] and a plain column walk misses the cache per element.
+std::vector<double> residuals_by_expert(const Scores& sc, const std::vector<double>& alpha) {
+  const int64_t n = sc.experts, tt = sc.tokens, block = 64;
+  std::vector<double> r(at(n * tt));
+#pragma omp parallel for schedule(static) if (parallel(sc))
+  for (int64_t t0 = 0; t0 < tt; t0 += block) {
+    const int64_t t1 = std::min(tt, t0 + block);
+    for (int64_t e = 0; e < n; ++e) {
+      for (int64_t t = t0; t < t1; ++t) r[at(e * tt + t)] = alpha[at(t)] - sc.at(t, e);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+Routing route(const Scores& sc, int64_t k, const std::vector<double>& bias, QbConvention conv) {
+  check_args(sc, k, bias);
+  Routing r;
+  r.loads.assign(at(sc.experts), 0);
+  r.alpha.resize(at(sc.tokens));
+  std::vector<int64_t> chosen(at(sc.tokens * k));  // [T, k]
+#pragma omp parallel if (parallel(sc))
+  {
+    std::vector<double> v(at(sc.experts));
+    std::vector<Ranked> best;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < sc.tokens; ++t) {
+      for (int64_t e = 0; e < sc.experts; ++e) v[at(e)] = sc.at(t, e) + bias[at(e)];
+      top_k_plus_one(v, k, best);
+      for (int64_t j = 0; j < k; ++j) chosen[at(t * k + j)] = best[at(j)].e;
+      r.alpha[at(t)] = best[at(conv == QbConvention::paddle ? k : k - 1)].v;
+    }
+  }
+  for (int64_t e : chosen) ++r.loads[at(e)];
+  return r;
+}
+
+double max_violation(const std::vector<int64_t>& loads, int64_t tokens, int64_t k) {
+  double mean = static_cast<double>(tokens * k) / static_cast<double>(loads.size());
+  return static_cast<double>(*std::max_element(loads.begin(), loads.end())) / mean - 1;
+}
+
+std::vector<double> qb_bias_exact(const Scores& sc, int64_t k, const std::vector<double>& alpha,
+                                  QbConvention conv) {
+  const int64_t q = quantile_rank(sc, k);
+  const int64_t pos = conv == QbConvention::paddle ? q : q - 1;
+  check(pos < sc.tokens, "QB: quantile rank ", pos, " needs more than ", sc.tokens, " tokens");
+  std::vector<double> b(at(sc.experts)), r = residuals_by_expert(sc, alpha);
+#pragma omp parallel for schedule(static) if (parallel(sc))
+  for (int64_t e = 0; e < sc.experts; ++e) {
+    auto first = r.begin() + e * sc.tokens;
+    std::nth_element(first, first + pos, first + sc.tokens);
+    b[at(e)] = first[pos];
+  }
+  return zero_mean(std::move(b));
+}
+
+std::vector<double> qb_bias_histogram(const Scores& sc, int64_t k, const std::vector<double>& alpha,
+                                      double lo, double hi, int64_t bins, QbConvention conv) {
+  check(bins >= 1, "QB: the histogram needs at least one bin, found ", bins);
+  check(hi > lo, "QB: empty histogram range [", lo, ", ", hi, ")");
+  const int64_t q = quantile_rank(sc, k);
+  const double scale = static_cast<double>(bins) / (hi - lo);
+  std::vector<double> b(at(sc.experts)), r = residuals_by_expert(sc, alpha);
+#pragma omp parallel for schedule(static) if (parallel(sc))
+  for (int64_t e = 0; e < sc.experts; ++e) {
+    std::vector<int64_t> h(at(bins), 0);
+    for (int64_t t = 0; t < sc.tokens; ++t) {
+      auto bin = static_cast<int64_t>(std::floor((r[at(e * sc.tokens + t)] - lo) * scale));
+      ++h[at(std::clamp<int64_t>(bin, 0, bins - 1))];
+    }
+    b[at(e)] = histogram_quantile(h, q, conv == QbConvention::paddle, lo, hi);
+  }
+  return zero_mean(std::move(b));
+}
+
+double qb_range_lo(const std::vector<double>& bias) {
+  return *std::min_element(bias.begin(), bias.end()) - 1;
+}
+double qb_range_hi(const std::vector<double>& bias) {
+  return *std::max_element(bias.begin(), bias.end()) + 1;
+}
+
+std::vector<double> qb_step(const Scores& sc, int64_t k, const std::vector<double>& bias,
+                            int64_t bins, QbConvention conv) {
+  std::vector<double> alpha = route(sc, k, bias, conv).alpha;
+  if (bins == 0) return qb_bias_exact(sc, k, alpha, conv);
+  return qb_bias_histogram(sc, k, alpha, qb_range_lo(bias), qb_range_hi(bias), bins, conv);
+}
+
+std::vector<double> loss_free_update(const std::vector<int64_t>& loads, int64_t tokens, int64_t k,
+                                     const std::vector<double>& bias, double rate) {
+  double mean = static_cast<double>(tokens * k) / static_cast<double>(loads.size());
+  std::vector<double> b = bias;
+  for (size_t e = 0; e < b.size(); ++e) {
+    double gap = mean - static_cast<double>(loads[e]);
+    b[e] += rate * static_cast<double>((gap > 0) - (gap < 0));
+  }
+  return b;
+}
+
+double dual_objective(const Scores& sc, int64_t k, const std::vector<double>& bias) {
+  check_args(sc, k, bias);
+  std::vector<double> v(at(sc.experts));
+  std::vector<Ranked> best;
+  double d = 0;
+  for (int64_t t = 0; t < sc.tokens; ++t) {
+    for (int64_t e = 0; e < sc.experts; ++e) v[at(e)] = sc.at(t, e) + bias[at(e)];
+    top_k_plus_one(v, k, best);
+    for (int64_t j = 0; j < k; ++j) d += best[at(j)].v;
+  }
+  double cap = static_cast<double>(sc.tokens * k) / static_cast<double>(sc.experts);
+  return d - cap * std::accumulate(bias.begin(), bias.end(), 0.0);
+}
+
+}  // namespace k3::cost
