@@ -5,34 +5,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
-#include <new>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "engine/alloc_counter.h"
 #include "engine/state_pool.h"
-
-// Counts every global allocation in this binary, to show the pool's hot paths allocate nothing.
-// operator new[] forwards to operator new; the deletes match malloc with free.
-static std::atomic<int64_t> g_allocations{0};
-
-[[gnu::noinline]] void* operator new(size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-// All out of line: inlined, GCC pairs malloc/free with new/delete and warns of a mismatch.
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace k3::test {
 namespace {
@@ -755,15 +741,15 @@ TEST_F(StatePoolTest, RandomizedFragmentation) {
 // After construction the pool never touches the heap: a decode loop of reserve + write +
 // advance, and every other operation, performs zero allocations.
 TEST_F(StatePoolTest, NoHeapAllocationAfterConstruction) {
-  const int64_t probe = g_allocations.load();
+  const int64_t probe = allocation_count();
   ::operator delete(::operator new(16));
-  ASSERT_EQ(g_allocations.load(), probe + 1) << "the allocation counter is not in effect";
+  ASSERT_EQ(allocation_count(), probe + 1) << "the allocation counter is not in effect";
 
   hp = mixed_hp(256);
   StatePool pool(hp, options(hp, 4, 40, 4));
   float sum = 0.0f;
   bool ok = true;
-  const int64_t before = g_allocations.load();
+  const int64_t before = allocation_count();
   {
     SeqId s = pool.create();
     for (int64_t step = 0; step < 32; ++step) {
@@ -788,7 +774,7 @@ TEST_F(StatePoolTest, NoHeapAllocationAfterConstruction) {
     pool.drop(snap);
     pool.release(s);
   }
-  const int64_t allocations = g_allocations.load() - before;
+  const int64_t allocations = allocation_count() - before;
   EXPECT_EQ(allocations, 0);
   EXPECT_TRUE(ok);
   EXPECT_EQ(sum, 32.0f * 33.0f / 2.0f);
