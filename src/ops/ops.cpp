@@ -1,6 +1,7 @@
 // Tensor bindings: check the contract, then dispatch to the registered launcher.
 #include "ops/ops.h"
 
+#include "core/parallel.h"
 #include "ops/attn_res/attn_res.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/elementwise/elementwise.h"
@@ -162,13 +163,12 @@ void kda(Ctx& ctx, const KdaTensors& in, std::span<const KdaSeq> seqs, const Ten
   }
   auto* recurrent = kKdaRecurrentOp.on(ctx);
   const int64_t items = static_cast<int64_t>(seqs.size()) * H;
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t it = 0; it < items; ++it) {
+  parallel_for(items, items > 1, [&](int64_t it) {
     const KdaSeq& s = seqs[it / H];
-    if (s.n != 1) continue;
+    if (s.n != 1) return;
     const int64_t h = it % H, r = s.t0 * H + h;
     recurrent(rows(r), {1, 1, K, V}, s.S + h * K * V, o.f32() + r * V);
-  }
+  });
 }
 
 void mla_expanded(Ctx& ctx, const Tensor& q, const Tensor& k, const Tensor& v, MlaShape s,
@@ -188,14 +188,13 @@ void mla_absorbed(Ctx& ctx, const Tensor& q, std::span<const MlaSeq> seqs,
   const int64_t H = dims.H, Dq = dims.Dn + dims.Dr, Dv = dims.Dv;
   auto* head = mla_attention_absorbed_head;  // the cpu launcher, one head at a time
   const int64_t items = static_cast<int64_t>(seqs.size()) * H;
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t it = 0; it < items; ++it) {
+  parallel_for(items, items > 1, [&](int64_t it) {
     const MlaSeq& s = seqs[it / H];
     MlaShape sh = dims;
     sh.T = s.n;
     sh.n_past = s.n_past;
     head(q.f32() + s.t0 * H * Dq, s.cache, w, sh, it % H, o.f32() + s.t0 * H * Dv);
-  }
+  });
 }
 
 void attn_res_mix(Ctx& ctx, std::span<const float* const> cands, const Tensor& out, Weights w,

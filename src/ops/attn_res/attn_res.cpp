@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/scratch.h"
 
 namespace k3 {
@@ -13,8 +14,7 @@ namespace {
 template <typename F>
 void mix(const float* const* cands, AttnResShape s, const float* w, float eps, float* out) {
   check(s.n >= 1, "attn_res_mix: needs at least one candidate");
-#pragma omp parallel for schedule(static) if (s.T > 1)
-  for (int64_t t = 0; t < s.T; ++t) {
+  parallel_for(s.T, s.T > 1, [&](int64_t t) {
     F* score = thread_scratch<F, struct AttnResScoreTag>(static_cast<size_t>(s.n));
     F mx = -INFINITY;
     for (int64_t i = 0; i < s.n; ++i) {
@@ -35,7 +35,7 @@ void mix(const float* const* cands, AttnResShape s, const float* w, float eps, f
       for (int64_t i = 0; i < s.n; ++i) acc += score[i] * static_cast<F>(cands[i][t * s.d + j]);
       o[j] = static_cast<float>(acc / sum);
     }
-  }
+  });
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel.h"
+
 namespace k3 {
 namespace {
 template <typename F>
@@ -13,8 +15,7 @@ F silu(F v) {
 
 void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShape s, float* y) {
   const int64_t H = s.W - 1;  // history length
-#pragma omp parallel for schedule(static) if (s.C * s.T > 4096)
-  for (int64_t c = 0; c < s.C; ++c) {
+  parallel_for(s.C, s.C * s.T > 4096, [&](int64_t c) {
     float* hist = state + c * H;
     const float* wc = w + c * s.W;
     for (int64_t t = 0; t < s.T; ++t) {
@@ -25,7 +26,7 @@ void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShap
       for (int64_t j = 0; j + 1 < H; ++j) hist[j] = hist[j + 1];
       if (H > 0) hist[H - 1] = cur;
     }
-  }
+  });
 }
 
 void causal_conv1d_silu_ref(const float* x, const float* w, float* state, Conv1dShape s, float* y) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/parallel.h"
+
 namespace k3 {
 namespace {
 
@@ -13,23 +15,20 @@ double sigmoid_d(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 }  // namespace
 
 void sigmoid_f32(const float* x, int64_t n, float* y) {
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+  parallel_for(n, n > kParallelMin, [&](int64_t i) { y[i] = 1.0f / (1.0f + std::exp(-x[i])); });
 }
 
 void scale_f32(const float* x, int64_t n, float s, float* y) {
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+  parallel_for(n, n > kParallelMin, [&](int64_t i) { y[i] = x[i] * s; });
 }
 
 void add_f32(const float* a, const float* b, int64_t n, float* y) {
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+  parallel_for(n, n > kParallelMin, [&](int64_t i) { y[i] = a[i] + b[i]; });
 }
 
 void mul_sigmoid_f32(const float* x, const float* gate, int64_t n, float* y) {
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (1.0f / (1.0f + std::exp(-gate[i])));
+  parallel_for(n, n > kParallelMin,
+               [&](int64_t i) { y[i] = x[i] * (1.0f / (1.0f + std::exp(-gate[i]))); });
 }
 
 void sigmoid_ref(const float* x, int64_t n, float* y) {

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel.h"
 #include "core/scratch.h"
 #include "ops/kda/kda.h"
 
@@ -35,8 +36,7 @@ void delta_step(const float* q, const float* k, const float* v, const float* g, 
 template <typename F>
 void run(const KdaInputs& in, KdaShape s, float* S, float* o) {
   const int64_t H = s.H, K = s.K, V = s.V;
-#pragma omp parallel for schedule(static) if (H > 1)
-  for (int64_t h = 0; h < H; ++h) {
+  parallel_for(H, H > 1, [&](int64_t h) {
     F* Sh = thread_scratch<F, struct KdaStateTag>(static_cast<size_t>(K * V));
     F* u = thread_scratch<F, struct KdaUTag>(static_cast<size_t>(V));
     for (int64_t i = 0; i < K * V; ++i) Sh[i] = S[h * K * V + i];
@@ -46,7 +46,7 @@ void run(const KdaInputs& in, KdaShape s, float* S, float* o) {
                     Sh, u, o + th * V);
     }
     for (int64_t i = 0; i < K * V; ++i) S[h * K * V + i] = static_cast<float>(Sh[i]);
-  }
+  });
 }
 
 }  // namespace

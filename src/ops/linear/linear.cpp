@@ -11,6 +11,7 @@
 #endif
 
 #include "core/bf16.h"
+#include "core/parallel.h"
 #include "core/scratch.h"
 #include "ops/mxfp4/mxfp4.h"
 
@@ -131,8 +132,7 @@ bool linear_bf16_small_t(const float* x, int64_t T, const Mat& w, float* y) {
   if (w.format != MatFormat::bf16 || T > 2 || w.cols % 16 != 0) return false;
   const uint16_t* base = static_cast<const uint16_t*>(w.data);
   const int64_t n_pairs = (w.rows + 1) / 2;
-#pragma omp parallel for schedule(static) if (w.rows * w.cols > 32768)
-  for (int64_t p = 0; p < n_pairs; ++p) {
+  parallel_for(n_pairs, w.rows * w.cols > 32768, [&](int64_t p) {
     const int64_t r0 = 2 * p, r1 = std::min(r0 + 1, w.rows - 1);  // odd count: last row twice
     for (int64_t t = 0; t < T; ++t) {
       float y0, y1;
@@ -140,7 +140,7 @@ bool linear_bf16_small_t(const float* x, int64_t T, const Mat& w, float* y) {
       y[t * w.rows + r0] = y0;
       y[t * w.rows + r1] = y1;
     }
-  }
+  });
   return true;
 }
 
@@ -149,12 +149,11 @@ bool linear_mxfp4_small_t(const float* x, int64_t T, const Mat& w, float* y) {
   if (w.format != MatFormat::mxfp4 || T > 2) return false;
   const uint8_t* packed = static_cast<const uint8_t*>(w.data);
   const int64_t pb = w.cols / 2, sb = w.cols / kMxfp4Group;
-#pragma omp parallel for schedule(static) if (w.rows * w.cols > 32768)
-  for (int64_t r = 0; r < w.rows; ++r) {
+  parallel_for(w.rows, w.rows * w.cols > 32768, [&](int64_t r) {
     for (int64_t t = 0; t < T; ++t) {
       y[t * w.rows + r] = mxfp4_dot_row(packed + r * pb, w.scales + r * sb, x + t * w.cols, w.cols);
     }
-  }
+  });
   return true;
 }
 #else
@@ -199,17 +198,13 @@ void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int
 void linear(const float* x, int64_t T, const Mat& w, float* y) {
   if (linear_bf16_small_t(x, T, w, y) || linear_mxfp4_small_t(x, T, w, y)) return;
   const int64_t n_blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-#pragma omp parallel if (w.rows * w.cols * T > 32768)
-  {
+  parallel_for(n_blocks, w.rows * w.cols * T > 32768, [&](int64_t b) {
     float* rows = thread_scratch<float, struct LinearRowsTag>(kRowsPerBlock * w.cols);
-#pragma omp for schedule(static)
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t r0 = b * kRowsPerBlock;
-      const int64_t nr = std::min(kRowsPerBlock, w.rows - r0);
-      for (int64_t j = 0; j < nr; ++j) mat_row(w, r0 + j, rows + j * w.cols);
-      block_product(x, T, rows, nr, w.cols, w.rows, r0, y);
-    }
-  }
+    const int64_t r0 = b * kRowsPerBlock;
+    const int64_t nr = std::min(kRowsPerBlock, w.rows - r0);
+    for (int64_t j = 0; j < nr; ++j) mat_row(w, r0 + j, rows + j * w.cols);
+    block_product(x, T, rows, nr, w.cols, w.rows, r0, y);
+  });
 }
 
 const OpTable<LinearFn> kLinearOp =

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel.h"
 #include "core/scratch.h"
 
 namespace k3 {
@@ -126,8 +127,7 @@ void mla_attention_absorbed_head(const float* q, const PagedRows& cache,
 
 void mla_attention_absorbed(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
                             MlaShape s, float* o) {
-#pragma omp parallel for schedule(static)
-  for (int64_t h = 0; h < s.H; ++h) mla_attention_absorbed_head(q, cache, w, s, h, o);
+  parallel_for(s.H, true, [&](int64_t h) { mla_attention_absorbed_head(q, cache, w, s, h, o); });
 }
 
 void mla_attention_expanded_ref(const float* q, const float* k, const float* v, MlaShape s,

@@ -4,6 +4,8 @@
 #include <map>
 #include <vector>
 
+#include "core/parallel.h"
+
 namespace k3 {
 namespace {
 
@@ -29,8 +31,7 @@ void moe_scatter_add(const float* y, const int64_t* choice, const float* weight,
   // Several choices can land on one token row, so threads split the columns, not the
   // choices: every element still sums its terms in choice order.
   const int64_t n_blocks = (width + kColBlock - 1) / kColBlock;
-#pragma omp parallel for schedule(static) if (n * width > kParallelMin && n_blocks > 1)
-  for (int64_t b = 0; b < n_blocks; ++b) {
+  parallel_for(n_blocks, n * width > kParallelMin && n_blocks > 1, [&](int64_t b) {
     const int64_t j0 = b * kColBlock, j1 = std::min(width, j0 + kColBlock);
     for (int64_t i = 0; i < n; ++i) {
       const float wt = weight[choice[i]];
@@ -38,7 +39,7 @@ void moe_scatter_add(const float* y, const int64_t* choice, const float* weight,
       const float* yr = y + i * width;
       for (int64_t j = j0; j < j1; ++j) cr[j] += wt * yr[j];
     }
-  }
+  });
 }
 
 void gather_rows_ref(const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst) {

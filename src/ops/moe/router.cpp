@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/parallel.h"
 #include "core/scratch.h"
 
 namespace k3 {
@@ -33,10 +34,9 @@ void route_token(const float* logits, const float* bias, RouterParams p, int32_t
 void route_tokens(const float* logits, const float* bias, RouterParams p, int64_t T, int32_t* sel,
                   float* weight) {
   // route_token's scratch is per thread, so tokens route independently.
-#pragma omp parallel for schedule(static) if (T * p.n_expert > (int64_t{1} << 15))
-  for (int64_t t = 0; t < T; ++t) {
+  parallel_for(T, T * p.n_expert > (int64_t{1} << 15), [&](int64_t t) {
     route_token(logits + t * p.n_expert, bias, p, sel + t * p.top_k, weight + t * p.top_k);
-  }
+  });
 }
 
 void route_tokens_ref(const float* logits, const float* bias, RouterParams p, int64_t T,
