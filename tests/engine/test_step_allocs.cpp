@@ -49,8 +49,8 @@ TEST(StepAllocations, CounterIsInEffect) {
 }
 
 TEST(StepAllocations, ZeroPerSteadyStateDecodeStep) {
-  for (const char* dir : {K3_SOURCE_DIR "/tests/data/models/c2_13layer",
-                          K3_PUBLIC_GOLDEN_DIR "/p1_mxfp4_7layer"}) {
+  for (const char* dir :
+       {K3_SOURCE_DIR "/tests/data/models/c2_13layer", K3_PUBLIC_GOLDEN_DIR "/p1_mxfp4_7layer"}) {
     for (int64_t B : {1, 4}) {
       EXPECT_EQ(allocations_in_decode_steps(dir, B), 0) << dir << " batch " << B;
     }
