@@ -13,6 +13,7 @@
 //   npy.h                float32 NPY read/write, the logits exchange format
 //   init.h               random-initialised checkpoints for any config (k3 init)
 //   inspect.h            describe_checkpoint: config and tensors of a checkpoint (k3 inspect)
+//   weight_table.h       every tensor a config implies: name, shape, role, parameters
 #pragma once
 
 #include "k3/chat.h"
@@ -28,3 +29,4 @@
 #include "k3/perplexity.h"
 #include "k3/sampler.h"
 #include "k3/tokenizer.h"
+#include "k3/weight_table.h"

@@ -10,6 +10,9 @@
 namespace k3 {
 namespace {
 
+using S = WeightSlot;
+using T = Transform;
+
 Mat as_mat(const TensorInfo& t) {
   Mat m;
   m.rows = t.shape[0];
@@ -33,51 +36,21 @@ Vec as_vec(const TensorInfo& t) {
   return v;
 }
 
-// Binds names under one prefix.
-struct Binder {
-  const Checkpoint& ckpt;
-  std::string prefix;
-  Mat mat(const std::string& n) const { return as_mat(ckpt.tensor(prefix + n + ".weight")); }
-  Vec vec(const std::string& n) const { return as_vec(ckpt.tensor(prefix + n)); }
-  Vec weight(const std::string& n) const { return vec(n + ".weight"); }
-  // An expert matrix, plain or MXFP4 (packed [rows, cols/2] + scales [rows, cols/32]).
-  Mat expert(const std::string& n, ExpertFormat f) const {
-    if (f == ExpertFormat::bf16) return mat(n);
-    const TensorInfo& p = ckpt.tensor(prefix + n + ".weight_packed");
-    const TensorInfo& s = ckpt.tensor(prefix + n + ".weight_scale");
-    return Mat{p.shape[0], p.shape[1] * 2, MatFormat::mxfp4, p.data, s.data};
+// AttnRes norm ⊙ proj in fp32: whichever of the pair comes first is stored, the second
+// multiplies in (exact products, the same in either order).
+void fold_into(Vec& dst, const Vec& v) {
+  if (dst.empty()) {
+    dst = v;
+    return;
   }
-  Vec folded_res(const std::string& n) const {  // AttnRes: norm ⊙ proj, fp32 (exact products)
-    Vec w = weight(n + "_norm"), p = weight(n + "_proj");
-    for (size_t i = 0; i < w.size(); ++i) w[i] *= p[i];
-    return w;
-  }
-};
-
-KdaWeights bind_kda(const Binder& b, const HParams& hp) {
-  KdaWeights w;
-  w.q = b.mat("q_proj");
-  w.k = b.mat("k_proj");
-  w.v = b.mat("v_proj");
-  w.q_conv = b.weight("q_conv1d");
-  w.k_conv = b.weight("k_conv1d");
-  w.v_conv = b.weight("v_conv1d");
-  w.f_a = b.mat("f_a_proj");
-  w.f_b = b.mat("f_b_proj");
-  w.A_log = b.vec("A_log");
-  w.A_log.resize(static_cast<size_t>(hp.kda.n_head));  // padding entries are unused (spec §3.1)
-  w.dt_bias = b.vec("dt_bias");
-  w.b = b.mat("b_proj");
-  w.g = b.mat("g_proj");
-  w.o_norm = b.weight("o_norm");
-  w.o = b.mat("o_proj");
-  return w;
+  check(dst.size() == v.size(), "AttnRes norm and projection differ in size");
+  for (size_t i = 0; i < v.size(); ++i) dst[i] *= v[i];
 }
 
 // W_UKᵀ per head [H*Dc, Dn] from kv_b [H*(Dn+Dv), Dc]: element copies, so exact in any dtype.
 MlaAbsorbedWeights split_kv_b(const Mat& kv_b, const MlaHParams& m,
                               std::shared_ptr<const std::vector<uint8_t>>& storage) {
-  check(kv_b.format != MatFormat::mxfp4, "kv_b_proj: MXFP4 is not supported");
+  check(kv_b.format != MatFormat::mxfp4, "MLA kv_b: MXFP4 is not supported");
   const int64_t H = m.n_head, Dn = m.qk_nope, Dv = m.v_head, Dc = m.kv_lora_rank;
   const size_t elem = kv_b.format == MatFormat::bf16 ? 2 : 4;
   auto out = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(H * Dc * Dn) * elem);
@@ -93,39 +66,178 @@ MlaAbsorbedWeights split_kv_b(const Mat& kv_b, const MlaHParams& m,
   return {Mat{H * Dc, Dn, kv_b.format, out->data(), nullptr}, kv_b};
 }
 
-MlaWeights bind_mla(const Binder& b, const HParams& hp) {
-  MlaWeights w{b.mat("q_a_proj"),
-               b.weight("q_a_layernorm"),
-               b.mat("q_b_proj"),
-               b.mat("kv_a_proj_with_mqa"),
-               b.weight("kv_a_layernorm"),
-               b.mat("kv_b_proj"),
-               b.mat("g_proj"),
-               b.mat("o_proj"),
-               {},
-               {}};
-  w.absorbed = split_kv_b(w.kv_b, hp.mla, w.uk_t_storage);
-  return w;
+// Where a key's tensor lands in ModelWeights: a matrix or a vector field (or neither: the
+// slot belongs to another component).
+struct Dest {
+  Mat* mat = nullptr;
+  Vec* vec = nullptr;
+  bool found() const { return mat || vec; }
+};
+
+Dest top_dest(ModelWeights& w, S s) {
+  switch (s) {
+    case S::embed:
+      return {&w.embed};
+    case S::lm_head:
+      return {&w.lm_head};
+    case S::final_norm:
+      return {nullptr, &w.norm};
+    case S::out_res_norm:
+    case S::out_res_proj:
+      return {nullptr, &w.out_res};
+    default:
+      return {};
+  }
 }
 
-MoeWeights bind_moe(const Binder& b, const HParams& hp) {
-  MoeWeights w;
-  w.router = b.mat("gate");
-  w.router_bias = b.vec("gate.e_score_correction_bias");
-  w.latent_down = b.mat("routed_expert_down_proj");
-  w.latent_norm = b.weight("routed_expert_norm");
-  w.latent_up = b.mat("routed_expert_up_proj");
-  if (hp.moe.n_shared > 0) {
-    w.shared = {b.mat("shared_experts.gate_proj"), b.mat("shared_experts.up_proj"),
-                b.mat("shared_experts.down_proj")};
+Dest glue_dest(LayerWeights& w, S s) {
+  switch (s) {
+    case S::attn_norm:
+      return {nullptr, &w.attn_norm};
+    case S::ffn_norm:
+      return {nullptr, &w.ffn_norm};
+    case S::attn_res_norm:
+    case S::attn_res_proj:
+      return {nullptr, &w.attn_res};
+    case S::mlp_res_norm:
+    case S::mlp_res_proj:
+      return {nullptr, &w.mlp_res};
+    default:
+      return {};
   }
-  const ExpertFormat f = hp.moe.expert_format;
-  for (int64_t e = 0; e < hp.moe.n_expert; ++e) {
-    const std::string ex = "experts." + std::to_string(e);
-    w.experts.push_back(
-        {b.expert(ex + ".w1", f), b.expert(ex + ".w3", f), b.expert(ex + ".w2", f)});
+}
+
+Dest kda_dest(KdaWeights& w, S s) {
+  switch (s) {
+    case S::kda_q:
+      return {&w.q};
+    case S::kda_k:
+      return {&w.k};
+    case S::kda_v:
+      return {&w.v};
+    case S::kda_q_conv:
+      return {nullptr, &w.q_conv};
+    case S::kda_k_conv:
+      return {nullptr, &w.k_conv};
+    case S::kda_v_conv:
+      return {nullptr, &w.v_conv};
+    case S::kda_f_a:
+      return {&w.f_a};
+    case S::kda_f_b:
+      return {&w.f_b};
+    case S::kda_a_log:
+      return {nullptr, &w.A_log};
+    case S::kda_dt_bias:
+      return {nullptr, &w.dt_bias};
+    case S::kda_b:
+      return {&w.b};
+    case S::kda_g:
+      return {&w.g};
+    case S::kda_o_norm:
+      return {nullptr, &w.o_norm};
+    case S::kda_o:
+      return {&w.o};
+    default:
+      return {};
   }
-  return w;
+}
+
+Dest mla_dest(MlaWeights& w, S s) {
+  switch (s) {
+    case S::mla_q_a:
+      return {&w.q_a};
+    case S::mla_q_a_norm:
+      return {nullptr, &w.q_a_norm};
+    case S::mla_q_b:
+      return {&w.q_b};
+    case S::mla_kv_a:
+      return {&w.kv_a};
+    case S::mla_kv_a_norm:
+      return {nullptr, &w.kv_a_norm};
+    case S::mla_kv_b:
+      return {&w.kv_b};
+    case S::mla_g:
+      return {&w.g};
+    case S::mla_o:
+      return {&w.o};
+    default:
+      return {};
+  }
+}
+
+// A SiTU-GLU FFN's three matrices under the slots of one kind (dense, shared or expert).
+Dest ffn_dest(FfnWeights& w, S s, S gate, S up, S down) {
+  if (s == gate) return {&w.gate};
+  if (s == up) return {&w.up};
+  if (s == down) return {&w.down};
+  return {};
+}
+
+Dest moe_dest(MoeWeights& w, const WeightKey& k) {
+  if (k.expert >= 0) {
+    return ffn_dest(w.experts[static_cast<size_t>(k.expert)], k.slot, S::expert_w1, S::expert_w3,
+                    S::expert_w2);
+  }
+  switch (k.slot) {
+    case S::moe_router:
+      return {&w.router};
+    case S::moe_router_bias:
+      return {nullptr, &w.router_bias};
+    case S::moe_latent_down:
+      return {&w.latent_down};
+    case S::moe_latent_norm:
+      return {nullptr, &w.latent_norm};
+    case S::moe_latent_up:
+      return {&w.latent_up};
+    default:
+      return ffn_dest(w.shared, k.slot, S::moe_shared_gate, S::moe_shared_up, S::moe_shared_down);
+  }
+}
+
+Dest dest_of(ModelWeights& w, const WeightKey& k) {
+  if (k.layer < 0) return top_dest(w, k.slot);
+  LayerWeights& lw = w.layers[static_cast<size_t>(k.layer)];
+  for (Dest d : {glue_dest(lw, k.slot), kda_dest(lw.kda, k.slot), mla_dest(lw.mla, k.slot),
+                 ffn_dest(lw.dense, k.slot, S::dense_gate, S::dense_up, S::dense_down),
+                 moe_dest(lw.moe, k)}) {
+    if (d.found()) return d;
+  }
+  return {};
+}
+
+// Binds one tensor into its field, applying the spec's load-time transform.
+void bind_one(const TensorSpec& spec, const TensorInfo& t, const HParams& hp, ModelWeights& w) {
+  const Dest d = dest_of(w, spec.key);
+  const bool is_vec = spec.placement == Placement::host_f32;
+  check(is_vec ? d.vec != nullptr : d.mat != nullptr, spec.name, ": no field to bind it to");
+  switch (spec.transform) {
+    case T::none:
+      *d.mat = as_mat(t);
+      return;
+    case T::widen_f32:
+    case T::conv_taps_flatten:
+      *d.vec = as_vec(t);
+      return;
+    case T::a_log_slice:  // padding entries are unused (spec §3.1)
+      *d.vec = as_vec(t);
+      d.vec->resize(static_cast<size_t>(hp.kda.n_head));
+      return;
+    case T::attn_res_fold:
+      fold_into(*d.vec, as_vec(t));
+      return;
+    case T::kv_b_split: {
+      MlaWeights& m = w.layers[static_cast<size_t>(spec.key.layer)].mla;
+      m.kv_b = as_mat(t);
+      m.absorbed = split_kv_b(m.kv_b, hp.mla, m.uk_t_storage);
+      return;
+    }
+    case T::mxfp4_packed:  // [rows, cols/2] nibbles; the scales arrive as their own spec
+      *d.mat = Mat{t.shape[0], t.shape[1] * 2, MatFormat::mxfp4, t.data, d.mat->scales};
+      return;
+    case T::mxfp4_scales:
+      d.mat->scales = t.data;
+      return;
+  }
 }
 
 }  // namespace
@@ -133,32 +245,11 @@ MoeWeights bind_moe(const Binder& b, const HParams& hp) {
 ModelWeights bind_weights(const Checkpoint& ckpt) {
   const HParams& hp = ckpt.hparams();
   ModelWeights w;
-  Binder top{ckpt, kModelPrefix};
-  w.embed = top.mat("embed_tokens");
-  w.norm = top.weight("norm");
-  w.out_res = top.folded_res("output_attn_res");
-  w.lm_head = as_mat(ckpt.tensor(kLmHead));
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
   for (int64_t l = 0; l < hp.n_layer; ++l) {
-    Binder b{ckpt, layer_prefix(l)};
-    LayerWeights lw;
-    lw.attn_norm = b.weight("input_layernorm");
-    lw.ffn_norm = b.weight("post_attention_layernorm");
-    lw.attn_res = b.folded_res("self_attention_res");
-    lw.mlp_res = b.folded_res("mlp_res");
-    Binder attn{ckpt, b.prefix + "self_attn."};
-    if (hp.attn_kind[l] == AttnKind::kda) {
-      lw.kda = bind_kda(attn, hp);
-    } else {
-      lw.mla = bind_mla(attn, hp);
-    }
-    if (hp.is_moe_layer(l)) {
-      lw.moe = bind_moe({ckpt, b.prefix + "block_sparse_moe."}, hp);
-    } else {
-      Binder mlp{ckpt, b.prefix + "mlp."};
-      lw.dense = {mlp.mat("gate_proj"), mlp.mat("up_proj"), mlp.mat("down_proj")};
-    }
-    w.layers.push_back(std::move(lw));
+    if (hp.is_moe_layer(l)) w.layers[l].moe.experts.resize(static_cast<size_t>(hp.moe.n_expert));
   }
+  for (const TensorSpec& spec : expected_tensors(hp)) bind_one(spec, ckpt.tensor(spec.name), hp, w);
   return w;
 }
 

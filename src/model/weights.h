@@ -1,8 +1,9 @@
-// Typed views of a checkpoint's weights. Matrices stay in the memory-mapped files (BF16/F32/
-// MXFP4, widened on the fly); small 1-D tensors (norm weights, gate biases, conv taps) are
-// widened to fp32 once at bind time, and the load-time transforms live here: A_log is sliced
-// to the KDA head count, AttnRes norm ⊙ proj is folded into one vector, and MLA's kv_b is
-// split per head for the absorbed form (W_UK transposed once, bit-exact, in its own dtype).
+// Typed views of a checkpoint's weights, bound by walking the weight table
+// (loader/tensor_table.h) once: each spec's key names the field below and its transform says
+// what happens at load. Matrices stay in the memory-mapped files (BF16/F32/MXFP4, widened on the
+// fly); small 1-D tensors (norm weights, gate biases, conv taps) are widened to fp32 once, A_log
+// is sliced to the KDA head count, AttnRes norm ⊙ proj is folded into one vector, and MLA's kv_b
+// is split per head for the absorbed form (W_UK transposed once, bit-exact, in its own dtype).
 #pragma once
 
 #include <memory>

@@ -1,49 +1,36 @@
 #include "cost/params.h"
 
-#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "k3/error.h"
+#include "k3/weight_table.h"
 
 namespace k3::cost {
 namespace {
 
-// KDA sequence mixer, spec §3.1: q/k/v, three conv taps (F32), f_a/f_b, A_log, dt_bias, b_proj,
-// full-rank g_proj, o_norm, o_proj. A_log is stored padded to head_dim entries (the release
-// stores [128] for 96 heads; the public golden checkpoints pad to head_dim as well); we count
-// max(n_head, head_dim) in case a variant has more heads than head dims.
-int64_t kda_layer_params(const HParams& hp) {
-  const KdaHParams& k = hp.kda;
-  const int64_t d = hp.d_model, p = k.proj_dim();
-  int64_t qkv = 3 * p * d;
-  int64_t conv = 3 * p * k.conv_kernel;
-  int64_t decay = k.head_dim * d + p * k.head_dim;  // f_a [K, d], f_b [P, K]
-  int64_t a_log = std::max(k.n_head, k.head_dim);
-  int64_t beta = k.n_head * d;
-  int64_t out = p * d + k.head_dim + d * p;  // g_proj, o_norm, o_proj
-  return qkv + conv + decay + a_log + p + beta + out;
-}
-
-// Gated MLA, spec §4.1.
-int64_t mla_layer_params(const HParams& hp) {
-  const MlaHParams& a = hp.mla;
-  const int64_t d = hp.d_model, h = a.n_head;
-  int64_t q = a.q_lora_rank * d + a.q_lora_rank + h * a.qk_head() * a.q_lora_rank;
-  int64_t kv = a.cache_width() * d + a.kv_lora_rank + h * (a.qk_nope + a.v_head) * a.kv_lora_rank;
-  int64_t out = h * a.v_head * d * 2;  // g_proj [H*dv, d] and o_proj [d, H*dv]
-  return q + kv + out;
-}
-
-MoeLayerParams moe_layer_params(const HParams& hp) {
-  const MoeHParams& m = hp.moe;
-  const int64_t d = hp.d_model, l = m.d_latent;
-  MoeLayerParams p;
-  if (m.n_expert == 0) return p;
-  p.router = m.n_expert * d + m.n_expert;
-  p.latent_proj = 2 * d * l;
-  p.latent_norm = l;
-  p.expert = 3 * l * m.d_expert;
-  p.n_expert = m.n_expert;
-  p.n_used = m.n_used;
-  p.shared = 3 * d * m.n_shared * m.d_expert;
-  return p;
+// The ParamCounts field an entry adds to: its role (as `k3 inspect` groups them), with the
+// latent norm told apart from the latent projections by its slot. A_log counts as stored, padded
+// to max(n_head, head_dim) (the release stores [128] for 96 heads; the public golden checkpoints
+// pad as well); an MXFP4 expert weight counts its logical parameters (WeightEntry::params).
+int64_t& field(ParamCounts& c, const WeightEntry& w) {
+  if (w.slot == WeightSlot::moe_latent_norm) return c.moe.latent_norm;
+  if (w.role == "norms and attn-res") return w.layer < 0 ? c.model_glue : c.layer_glue;
+  const std::pair<const char*, int64_t*> by_role[] = {
+      {"embedding", &c.embed},
+      {"lm head", &c.lm_head},
+      {"kda attention", &c.kda_layer},
+      {"mla attention", &c.mla_layer},
+      {"dense ffn", &c.dense_ffn},
+      {"moe router", &c.moe.router},
+      {"moe latent projections", &c.moe.latent_proj},
+      {"moe shared experts", &c.moe.shared},
+      {"moe routed experts", &c.moe.expert},
+  };
+  for (const auto& [role, f] : by_role) {
+    if (w.role == role) return *f;
+  }
+  fail("k3 cost: weight '", w.name, "' has unknown role '", w.role, "'");
 }
 
 }  // namespace
@@ -59,17 +46,20 @@ int64_t ParamCounts::active() const {
 
 int64_t ParamCounts::active_without_embed() const { return active() - embed; }
 
+// Sums the weight table. Per-layer fields hold one instance: the first layer of each kind (all
+// layers of a kind have the same tensors) and, for routed experts, expert 0.
 ParamCounts param_counts(const HParams& hp) {
   ParamCounts c;
-  const int64_t d = hp.d_model;
-  c.embed = hp.vocab * d;
-  c.lm_head = hp.vocab * d;
-  c.kda_layer = kda_layer_params(hp);
-  c.mla_layer = mla_layer_params(hp);
-  c.dense_ffn = 3 * d * hp.d_ff;
-  c.moe = moe_layer_params(hp);
-  c.layer_glue = 6 * d;
-  c.model_glue = 3 * d;
+  std::map<const int64_t*, int64_t> first_layer;
+  for (const WeightEntry& w : weight_table(hp)) {
+    if (w.expert > 0) continue;
+    int64_t& f = field(c, w);
+    if (first_layer.emplace(&f, w.layer).first->second == w.layer) f += w.params;
+  }
+  if (hp.moe.n_expert > 0) {
+    c.moe.n_expert = hp.moe.n_expert;
+    c.moe.n_used = hp.moe.n_used;
+  }
   c.n_layer = hp.n_layer;
   c.n_kda = hp.n_layers_of(AttnKind::kda);
   c.n_mla = hp.n_layers_of(AttnKind::mla);

@@ -1,6 +1,7 @@
-// Parameter counts of a K3-style model, from the tensor shapes of spec §9.2 (and §3.1, §4.1,
-// §6.2, §6.4), plus the LatentMoE budget comparison of the seed articles [A1 "Stable LatentMoE",
-// A2 "LatentMoE: trading width for more experts"].
+// Parameter counts of a K3-style model, summed over the weight table (k3/weight_table.h: the
+// tensors of spec §9.2, the same table the loader validates against), plus the LatentMoE budget
+// comparison of the seed articles [A1 "Stable LatentMoE", A2 "LatentMoE: trading width for more
+// experts"].
 //
 // Units: parameters (logical weights; an MXFP4 expert weight counts as one parameter).
 // "Per layer" counts cover the sequence mixer or FFN only; the six per-layer norm/AttnRes vectors
