@@ -256,3 +256,41 @@ TEST(BatchErrors, BadBatchesAreRefusedAndStateIsKept) {
 
 }  // namespace
 }  // namespace k3
+
+namespace k3 {
+namespace {
+
+// Running out of cache blocks or sequence slots is an error naming what ran out; nothing is
+// advanced, and the engine keeps working once room is made.
+TEST(BatchErrors, ExhaustedBudgetOrSlotsAreErrorsAndTheEngineRecovers) {
+  auto model = Model::load(K3_SOURCE_DIR "/tests/data/models/c1_tiny");
+  Engine engine(*model, {Engine::budget_for(*model, 2, 20), 2});  // 2 slots, 4 blocks of 16
+  const SeqId a = engine.create_sequence(), b = engine.create_sequence();
+  try {
+    engine.create_sequence();
+    ADD_FAILURE() << "a third sequence fit in two slots";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no free entries"), std::string::npos) << e.what();
+  }
+  const std::vector<int64_t> twenty(20, 3), sixteen(16, 4);
+  Batch batch;
+  batch.add(a, twenty);
+  batch.add(b, twenty);
+  engine.step(batch);  // 2 blocks each: the pool is full
+  batch.clear();
+  batch.add(a, sixteen);
+  try {
+    engine.step(batch);
+    ADD_FAILURE() << "36 tokens fit in a full pool";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no free MLA blocks"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(engine.n_past(a), 20);
+  engine.release(b);
+  const std::vector<float> logits = engine.step(batch);  // room again
+  EXPECT_EQ(engine.n_past(a), 36);
+  EXPECT_EQ(static_cast<int64_t>(logits.size()), model->vocab_size());
+}
+
+}  // namespace
+}  // namespace k3
