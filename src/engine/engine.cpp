@@ -107,6 +107,13 @@ void Engine::step(const Batch& b, float* logits) {
   StatePool& pool = impl_->pool;
   validate(b, pool, model_.vocab_size());
   const int64_t B = b.n_seqs();
+  // The whole batch must fit before any sequence reserves, so a refused step changes nothing.
+  int64_t need = 0;
+  for (int64_t i = 0; i < B; ++i)
+    need += pool.blocks_needed(b.seqs[i], b.cu_seqlens[i + 1] - b.cu_seqlens[i]);
+  check(need <= pool.free_blocks(), "batch: needs ", need, " free MLA cache blocks of ",
+        pool.block_tokens(), " tokens, ", pool.free_blocks(), " of ", pool.n_blocks(),
+        " are free; release sequences or snapshots, or raise the state budget");
   for (int64_t i = 0; i < B; ++i) pool.reserve(b.seqs[i], b.cu_seqlens[i + 1] - b.cu_seqlens[i]);
   std::vector<SeqSpan>& plan = impl_->plan;
   plan.clear();

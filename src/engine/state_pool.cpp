@@ -299,16 +299,23 @@ struct StatePool::Impl {
     unref(old);
   }
 
-  void reserve(int64_t seq, int64_t n_new) {
-    Entry& e = get(seq, Kind::seq, "reserve");
+  // Fresh blocks reserve(seq, n_new) would take (the copy of a shared tail included).
+  int64_t blocks_needed(int64_t seq, int64_t n_new, const char* op) const {
+    const Entry& e = get(seq, Kind::seq, op);
     check(n_new >= 0, "state pool: reserve: sequence ", seq, ": negative token count ", n_new);
     check(n_new <= g.max_positions - e.n_past, "state pool: reserve: sequence ", seq,
           " would hold more than max_positions ", g.max_positions, " tokens (", e.n_past,
           " cached + ", n_new, " new)");
+    const int64_t fresh = std::max<int64_t>(0, blocks_for(e.n_past + n_new) - e.n_table);
+    return fresh + (n_new > 0 && shared_tail(e) >= 0 ? 1 : 0);
+  }
+
+  void reserve(int64_t seq, int64_t n_new) {
+    const int64_t need = blocks_needed(seq, n_new, "reserve");
+    Entry& e = get(seq, Kind::seq, "reserve");
     const int64_t total = e.n_past + n_new;
     const int64_t cow = n_new > 0 ? shared_tail(e) : -1;
     const int64_t fresh = std::max<int64_t>(0, blocks_for(total) - e.n_table);
-    const int64_t need = fresh + (cow >= 0 ? 1 : 0);
     if (need > n_free_blocks) {
       fail("state pool: no free MLA blocks: sequence ", seq, " needs ", need, " more blocks of ",
            g.block_tokens, " tokens", cow >= 0 ? " (one to copy a shared tail)" : "", ", ",
@@ -407,6 +414,9 @@ void StatePool::drop(SnapshotId snap) {
 }
 
 void StatePool::reserve(SeqId seq, int64_t n_new) { impl_->reserve(seq, n_new); }
+int64_t StatePool::blocks_needed(SeqId seq, int64_t n_new) const {
+  return impl_->blocks_needed(seq, n_new, "blocks_needed");
+}
 void StatePool::advance(SeqId seq, int64_t n) { impl_->advance(seq, n); }
 
 int64_t StatePool::n_past(SeqId seq) const { return impl_->get_any(seq, "n_past").n_past; }

@@ -70,6 +70,8 @@ class StatePool {
   // fresh blocks. Throws (and changes nothing) when the budget has too few free blocks or the
   // length would exceed max_positions.
   void reserve(SeqId seq, int64_t n_new);
+  // The free blocks reserve(seq, n_new) would take (to check a whole batch before reserving).
+  int64_t blocks_needed(SeqId seq, int64_t n_new) const;
   // Records that n tokens (already reserved and written) were appended.
   void advance(SeqId seq, int64_t n);
 

@@ -283,10 +283,25 @@ TEST(BatchErrors, ExhaustedBudgetOrSlotsAreErrorsAndTheEngineRecovers) {
     engine.step(batch);
     ADD_FAILURE() << "36 tokens fit in a full pool";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no free MLA blocks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("free MLA cache blocks"), std::string::npos) << e.what();
   }
   EXPECT_EQ(engine.n_past(a), 20);
-  engine.release(b);
+  EXPECT_EQ(engine.free_blocks(), 0);
+  engine.release(b);  // 2 blocks free again
+  const SeqId c = engine.create_sequence();
+  batch.clear();
+  batch.add(a, sixteen);                      // fits (1 block) ...
+  batch.add(c, std::vector<int64_t>(40, 5));  // ... but not with this (3 blocks)
+  try {
+    engine.step(batch);
+    ADD_FAILURE() << "4 blocks fit in 2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 4 free MLA cache blocks"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(engine.free_blocks(), 2);  // nothing was reserved for a
+  batch.clear();
+  batch.add(a, sixteen);
   const std::vector<float> logits = engine.step(batch);  // room again
   EXPECT_EQ(engine.n_past(a), 36);
   EXPECT_EQ(static_cast<int64_t>(logits.size()), model->vocab_size());
