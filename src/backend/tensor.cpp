@@ -21,6 +21,27 @@ Tensor Tensor::contiguous(void* data, DType dtype, std::initializer_list<int64_t
   return t;
 }
 
+Tensor Tensor::strided(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                       std::initializer_list<int64_t> stride, Device dev) {
+  check(shape.size() == stride.size(), "tensor: ", shape.size(), " dimensions but ", stride.size(),
+        " strides");
+  Tensor t = contiguous(data, dtype, shape, dev);
+  int i = 0;
+  for (int64_t st : stride) t.stride[i++] = st;
+  return t;
+}
+
+Tensor Tensor::slice_last(int64_t begin, int64_t n) const {
+  const int last = ndim - 1;
+  check(begin >= 0 && n >= 0 && begin + n <= shape[last], "tensor: elements ", begin, "+", n,
+        " of a last dimension of ", shape[last]);
+  Tensor t = *this;
+  t.data =
+      static_cast<char*>(data) + begin * stride[last] * static_cast<int64_t>(dtype_size(dtype));
+  t.shape[last] = n;
+  return t;
+}
+
 int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int d = 0; d < ndim; ++d) n *= shape[d];

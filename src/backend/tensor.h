@@ -47,12 +47,17 @@ struct Tensor {
   }
   static Tensor contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,
                            Device dev = Device::cpu);
+  // A view with explicit strides (in elements; 0 repeats the same elements along a dimension).
+  static Tensor strided(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                        std::initializer_list<int64_t> stride, Device dev = Device::cpu);
 
   int64_t dim(int i) const { return shape[i < 0 ? ndim + i : i]; }
   int64_t numel() const;
   bool is_contiguous() const;
   // Rows r0 … r0+n-1 of the outermost dimension.
   Tensor rows(int64_t r0, int64_t n) const;
+  // Elements begin … begin+n-1 of the last dimension (a strided view of the same memory).
+  Tensor slice_last(int64_t begin, int64_t n) const;
   // The same memory as a contiguous tensor of another shape (same element count).
   Tensor view(std::initializer_list<int64_t> shape) const;
 

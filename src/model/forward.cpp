@@ -34,7 +34,7 @@ class Residual {
   // P += x (P = x when just sealed).
   void add(const Tensor& x) {
     if (p_empty_) {
-      std::copy_n(x.f32(), x.numel(), P().f32());
+      op::copy(ctx_, x, P());
     } else {
       op::add(ctx_, P(), x, P());
     }
@@ -44,10 +44,11 @@ class Residual {
   Residual gather(std::span<const int32_t> rows) const {
     const int64_t R = static_cast<int64_t>(rows.size()), d = P().dim(1);
     Residual g(n_sealed_, R, d, ctx_);
+    int64_t* rows64 = ctx_.arena.alloc<int64_t>(R);
+    std::copy(rows.begin(), rows.end(), rows64);
     const int64_t n = n_sealed_ + (p_empty_ ? 0 : 1);
     for (int64_t i = 0; i < n; ++i) {
-      for (int64_t r = 0; r < R; ++r)
-        std::copy_n(slots_[i].f32() + rows[r] * d, d, g.slots_[i].f32() + r * d);
+      op::gather_rows(ctx_, slots_[i], {rows64, static_cast<size_t>(R)}, g.slots_[i]);
     }
     g.n_sealed_ = n_sealed_;
     g.p_empty_ = p_empty_;
@@ -84,7 +85,7 @@ void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan
     const LayerWeights& lw = w.layers[l];
     // 1-2. pre-attention mix (none in layer 0), then seal the block's prefix sum.
     if (res.empty()) {
-      std::copy_n(res.P().f32(), T * d, a.f32());
+      op::copy(ctx, res.P(), a);
     } else {
       res.mix(lw.attn_res, hp.rms_eps, a);
     }

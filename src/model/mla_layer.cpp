@@ -1,15 +1,14 @@
 // Gated NoPE MLA sublayer (spec §4): LoRA query, latent KV (cached as ĉ ‖ r in the paged
 // cache), attention per sequence (expanded on a fresh prompt, absorbed over the cache
 // otherwise), sigmoid output gate, o_proj.
-#include <algorithm>
-
 #include "model/layers.h"
 #include "ops/ops.h"
 
 namespace k3 {
 namespace {
 
-// Expands n latent rows a [n, Dc+Dr] into per-head keys k [n, H, Dn+Dr] and values v [n, H, Dv].
+// Expands n latent rows a [n, Dc+Dr] into per-head keys k [n, H, Dn+Dr] = [k^N ; r] (r shared
+// by all heads) and values v [n, H, Dv].
 void expand_kv(const Tensor& a, const MlaWeights& w, const MlaHParams& m, Ctx& ctx, const Tensor& k,
                const Tensor& v) {
   ArenaScope scope(ctx.arena);
@@ -17,18 +16,13 @@ void expand_kv(const Tensor& a, const MlaWeights& w, const MlaHParams& m, Ctx& c
   const int64_t H = m.n_head;
   Tensor latent = ctx.tensor({n, Dc});
   Tensor kv = ctx.tensor({n, H, Dn + Dv});
-  for (int64_t t = 0; t < n; ++t) std::copy_n(a.f32() + t * (Dc + Dr), Dc, latent.f32() + t * Dc);
+  op::copy(ctx, a.slice_last(0, Dc), latent);
   op::linear(ctx, latent, w.kv_b, kv.view({n, H * (Dn + Dv)}));
-  for (int64_t t = 0; t < n; ++t) {  // k = [k^N ; r] (r shared by all heads), v
-    const float* r = a.f32() + t * (Dc + Dr) + Dc;
-    for (int64_t h = 0; h < H; ++h) {
-      const float* src = kv.f32() + (t * H + h) * (Dn + Dv);
-      float* kd = k.f32() + (t * H + h) * (Dn + Dr);
-      std::copy_n(src, Dn, kd);
-      std::copy_n(r, Dr, kd + Dn);
-      std::copy_n(src + Dn, Dv, v.f32() + (t * H + h) * Dv);
-    }
-  }
+  op::copy(ctx, kv.slice_last(0, Dn), k.slice_last(0, Dn));
+  op::copy(ctx, kv.slice_last(Dn, Dv), v);
+  const Tensor r = a.slice_last(Dc, Dr);  // [n, Dr] -> [n, H, Dr], the head stride 0
+  op::copy(ctx, Tensor::strided(r.data, DType::f32, {n, H, Dr}, {r.stride[0], 0, 1}),
+           k.slice_last(Dn, Dr));
 }
 
 // Appends each sequence's new latent rows [n, Dc+Dr] to its cache.
@@ -37,8 +31,8 @@ void append_latents(const Tensor& a, int64_t mla_index, LayerCtx& lc) {
   for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
     const SeqSpan& s = lc.plan.seqs[i];
     for (int64_t t = 0; t < s.n; ++t) {
-      std::copy_n(a.f32() + (s.t0 + t) * width, width,
-                  lc.pool.mla_row(s.seq, mla_index, s.n_past + t));
+      float* row = lc.pool.mla_row(s.seq, mla_index, s.n_past + t);
+      op::copy(lc.ctx, a.rows(s.t0 + t, 1), Tensor::of(row, {1, width}));
     }
   }
 }
@@ -86,8 +80,7 @@ void mla_layer(const Tensor& x, const MlaWeights& w, const HParams& hp, int64_t 
 
   Tensor a = ctx.tensor({T, Dw});  // latent c, then r (r is not normalised)
   op::linear(ctx, x, w.kv_a, a);
-  Tensor c = a;  // the latent part: [T, Dc] with row stride Dc+Dr, normalised in place
-  c.shape[1] = Dc;
+  const Tensor c = a.slice_last(0, Dc);  // the latent part (rows Dc+Dr apart), in place
   op::rms_norm(ctx, c, w.kv_a_norm, hp.mla_lora_eps, c);
   append_latents(a, mla_index, lc);
 

@@ -4,6 +4,7 @@
 #include "core/parallel.h"
 #include "ops/attn_res/attn_res.h"
 #include "ops/conv1d/conv1d.h"
+#include "ops/copy/copy.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/kda/kda.h"
 #include "ops/kda/kda_gate.h"
@@ -47,6 +48,31 @@ void embed(Ctx& ctx, const Mat& table, std::span<const int64_t> ids, const Tenso
   const int64_t T = static_cast<int64_t>(ids.size());
   check(out.numel() == T * table.cols, "embed: out is not [", T, ", ", table.cols, "]");
   for (int64_t t = 0; t < T; ++t) mat_row(table, ids[t], out.f32() + t * table.cols);
+}
+
+void copy(Ctx& ctx, const Tensor& src, const Tensor& dst) {
+  check(src.dtype == DType::f32 && dst.dtype == DType::f32, "copy: f32 tensors only");
+  check(src.ndim == dst.ndim, "copy: ", src.ndim, "-D source into a ", dst.ndim, "-D destination");
+  CopyShape s;
+  const int lead = Tensor::kMaxDims - src.ndim;  // right-align into the 4-D shape
+  for (int d = 0; d < src.ndim; ++d) {
+    check(src.shape[d] == dst.shape[d], "copy: dimension ", d, " is ", src.shape[d],
+          " in the source and ", dst.shape[d], " in the destination");
+    s.shape[lead + d] = src.shape[d];
+    s.src_stride[lead + d] = src.stride[d];
+    s.dst_stride[lead + d] = dst.stride[d];
+  }
+  kCopyOp.on(ctx)(src.f32(), s, dst.f32());
+}
+
+void gather_rows(Ctx& ctx, const Tensor& src, std::span<const int64_t> rows, const Tensor& dst) {
+  contiguous_f32(src, "gather_rows", "src");
+  contiguous_f32(dst, "gather_rows", "dst");
+  const int64_t width = src.dim(-1), n = static_cast<int64_t>(rows.size());
+  check(dst.numel() == n * width, "gather_rows: dst is not [", n, ", ", width, "]");
+  for (int64_t r : rows)
+    check(r >= 0 && r < src.numel() / width, "gather_rows: row ", r, " is outside the source");
+  kGatherRowsOp.on(ctx)(src.f32(), rows.data(), n, width, dst.f32());
 }
 
 void linear(Ctx& ctx, const Tensor& x, const Mat& w, const Tensor& y) {

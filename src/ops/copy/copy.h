@@ -1,0 +1,26 @@
+// Strided copy: dst[i0, i1, i2, i3] = src[i0, i1, i2, i3] over a shape of up to 4 dimensions,
+// each side with its own strides (in elements). A source stride of 0 repeats (broadcasts) the
+// same elements along that dimension. This is the one op for moving activations between
+// layouts: slices, head splits, concatenations, broadcasting a shared key to every head.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/registry.h"
+
+namespace k3 {
+
+struct CopyShape {
+  int64_t shape[4] = {1, 1, 1, 1};  // outermost first; unused leading dims are 1
+  int64_t src_stride[4] = {0, 0, 0, 0};
+  int64_t dst_stride[4] = {0, 0, 0, 0};
+};
+
+// Destinations must not overlap each other or the source (a broadcast source may repeat).
+void copy_strided(const float* src, CopyShape s, float* dst);
+void copy_strided_ref(const float* src, CopyShape s, float* dst);
+
+using CopyFn = void(const float* src, CopyShape s, float* dst);
+extern const OpTable<CopyFn> kCopyOp;
+
+}  // namespace k3
