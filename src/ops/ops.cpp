@@ -19,6 +19,7 @@ struct RowsView {
   int64_t rows, n, ld;
 };
 RowsView rows_of(const Tensor& t, const char* op, const char* name) {
+  check(t.dtype == DType::f32, op, ": ", name, " must be f32, found ", dtype_name(t.dtype));
   check(t.ndim >= 1 && t.stride[t.ndim - 1] == 1, op, ": ", name,
         " must have unit stride in its last dimension");
   const int64_t n = t.dim(-1), rows = n == 0 ? 0 : t.numel() / n;
@@ -28,6 +29,8 @@ RowsView rows_of(const Tensor& t, const char* op, const char* name) {
     check(t.stride[d] == t.stride[d + 1] * t.shape[d + 1], op, ": ", name,
           " rows are not evenly strided");
   }
+  check(rows <= 1 || ld >= n, op, ": ", name, " rows overlap (row stride ", ld, " < width ", n,
+        ")");
   return {rows, n, ld};
 }
 
@@ -79,7 +82,8 @@ void linear(Ctx& ctx, const Tensor& x, const Mat& w, const Tensor& y) {
   contiguous_f32(x, "linear", "x");
   contiguous_f32(y, "linear", "y");
   const int64_t T = x.dim(0);
-  check(x.dim(-1) == w.cols && y.dim(-1) == w.rows && y.dim(0) == T && x.numel() == T * w.cols,
+  check(x.dim(-1) == w.cols && y.dim(-1) == w.rows && y.dim(0) == T && x.numel() == T * w.cols &&
+            y.numel() == T * w.rows,
         "linear: x [", T, ", ", x.dim(-1), "] · W [", w.rows, ", ", w.cols, "]ᵀ -> y [", y.dim(0),
         ", ", y.dim(-1), "]");
   kLinearOp.on(ctx)(x.f32(), T, w, y.f32());
