@@ -2,8 +2,14 @@
 #include <cfloat>
 #include <cmath>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <span>
+#include <string_view>
 
 #include "config/hparams_json.h"
 #include "core/error.h"
@@ -129,6 +135,137 @@ class Fields {
   const json& obj_;
   std::string where_;
 };
+
+// Every field the official K3 config.json has (spec §1), read by the engine or not, plus a few
+// that Hugging Face tooling writes. Anything else in these objects draws a warning, never an error.
+// clang-format off
+constexpr std::string_view kTopKeys[] = {
+    "architectures", "model_type", "media_placeholder_token_id", "bos_token_id", "eos_token_id",
+    "pad_token_id", "tie_word_embeddings", "torch_dtype", "dtype", "quantization_config",
+    "vision_config", "text_config", "auto_map", "transformers_version", "use_cache",
+    "_name_or_path",
+};
+constexpr std::string_view kTextKeys[] = {
+    "model_type", "architectures", "vocab_size", "hidden_size", "intermediate_size",
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_act",
+    "activation_situ_beta", "activation_situ_linear_beta", "rms_norm_eps", "tie_word_embeddings",
+    "max_position_embeddings", "rope_theta", "rope_scaling", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "mla_use_nope", "mla_use_output_gate",
+    "num_experts", "num_experts_per_token", "num_shared_experts", "moe_intermediate_size",
+    "routed_expert_hidden_size", "latent_moe_use_norm", "moe_router_activation_func",
+    "moe_renormalize", "routed_scaling_factor", "use_grouped_topk", "num_expert_group",
+    "topk_group", "topk_method", "first_k_dense_replace", "moe_layer_freq",
+    "num_nextn_predict_layers", "attn_res_block_size", "linear_attn_config", "torch_dtype", "dtype",
+    "bos_token_id", "eos_token_id", "pad_token_id", "quantization_config", "use_cache",
+    "initializer_range", "transformers_version", "_name_or_path",
+};
+constexpr std::string_view kLinearKeys[] = {
+    "num_heads", "head_dim", "short_conv_kernel_size", "gate_lower_bound", "use_full_rank_gate",
+    "full_attn_layers", "kda_layers",
+};
+constexpr std::string_view kQuantKeys[] = {
+    "quant_method", "format", "quantization_status", "config_groups", "ignore", "version",
+    "global_compression_ratio", "kv_cache_scheme", "sparsity_config", "transform_config",
+};
+// clang-format on
+
+std::mutex g_sink_mutex;
+ConfigWarningSink g_sink;  // empty: stderr
+
+void warn(const std::string& message) {
+  ConfigWarningSink sink;
+  {
+    std::lock_guard<std::mutex> lock(g_sink_mutex);
+    sink = g_sink;
+    if (!sink) {
+      static std::set<std::string> printed;  // once per process: configs may be read twice
+      if (printed.insert(message).second) std::cerr << "k3: warning: " << message << "\n";
+      return;
+    }
+  }
+  sink(message);
+}
+
+// Optimal-string-alignment distance (adjacent transpositions count 1), ignoring ASCII case.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+          lower(a[i - 2]) == lower(b[j - 1])) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+bool known(std::string_view key, std::span<const std::string_view> keys) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// Warns about each key of `obj` in neither `keys` nor `more`, suggesting the nearest of `keys`
+// when it is within about a third of the name's length (so "num_experts_per_tok" finds the real
+// one, but an unrelated key suggests nothing).
+void warn_unknown_keys(const json& obj, const std::string& where,
+                       std::span<const std::string_view> keys,
+                       std::span<const std::string_view> more = {}) {
+  if (!obj.is_object()) return;
+  for (const auto& [key, value] : obj.items()) {
+    if (known(key, keys) || known(key, more)) continue;
+    std::string_view best;
+    size_t best_d = std::numeric_limits<size_t>::max();
+    for (std::string_view k : keys) {
+      const size_t d = edit_distance(key, k);
+      if (d < best_d) best_d = d, best = k;
+    }
+    const bool close = best_d <= std::max<size_t>(2, std::max(key.size(), best.size()) / 3);
+    warn(cat(where, key, " is not a known field; ",
+             close ? cat("did you mean ", best, "?") : std::string("it is ignored")));
+  }
+}
+
+// Warns about unknown fields in the objects the engine reads, before any check can fail.
+void warn_unknown_fields(const json& top, const json& text, const std::string& source) {
+  const bool flat = &text == &top;  // no text_config: its fields sit at the top level
+  const std::string t = source + ": text_config.";
+  const std::span<const std::string_view> top_keys =
+      flat ? kTopKeys : std::span<const std::string_view>();
+  warn_unknown_keys(text, t, kTextKeys, top_keys);
+  if (text.contains("linear_attn_config")) {
+    warn_unknown_keys(text["linear_attn_config"], t + "linear_attn_config.", kLinearKeys);
+  }
+  if (top.contains("quantization_config")) {
+    warn_unknown_keys(top["quantization_config"], source + ": quantization_config.", kQuantKeys);
+  }
+  if (!flat && text.contains("quantization_config")) {
+    warn_unknown_keys(text["quantization_config"], t + "quantization_config.", kQuantKeys);
+  }
+}
+
+}  // namespace
+
+ConfigWarningSink set_config_warning_sink(ConfigWarningSink sink) {
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  std::swap(g_sink, sink);
+  return sink;
+}
+
+std::string text_line_column(const std::string& text, size_t offset) {
+  offset = std::min(offset, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') ++line, line_start = i + 1;
+  }
+  return cat(line, ":", offset - line_start + 1);
+}
+
+namespace {
 
 // Builds the per-layer attention schedule from the 1-based layer lists.
 std::vector<AttnKind> attn_schedule(const Fields& lin, int64_t n_layer) {
@@ -284,6 +421,7 @@ HParams hparams_from_json(const json& top, const std::string& source) {
   check(top.is_object(), source, ": expected a JSON object, found ", top.type_name());
   const json& text = top.contains("text_config") ? top["text_config"] : top;
   check(text.is_object(), source, ": text_config must be an object, found ", text.type_name());
+  warn_unknown_fields(top, text, source);
   Fields t(text, source + ": text_config");
   HParams hp;
   hp.vocab = t.integer("vocab_size", 1, kMaxWidth);
@@ -333,6 +471,9 @@ HParams hparams_from_json(const json& top, const std::string& source) {
 
   MoeHParams& m = hp.moe;
   m.n_expert = t.integer("num_experts", 0, kMaxWidth, 0);
+  check(m.n_expert == 0 || t.has("num_experts_per_token"), t.where(),
+        ".num_experts_per_token: missing (the experts used per token, required when num_experts (",
+        m.n_expert, ") > 0)");
   m.n_used = t.integer("num_experts_per_token", 0, kMaxWidth, 0);
   check(m.n_expert == 0 || (m.n_used >= 1 && m.n_used <= m.n_expert), t.where(),
         ".num_experts_per_token: expected 1..num_experts (", m.n_expert, "), found ", m.n_used);
@@ -376,10 +517,23 @@ HParams hparams_from_json(const json& top, const std::string& source) {
 }
 
 HParams hparams_from_file(const std::string& path) {
-  std::ifstream f(path);
+  std::ifstream f(path, std::ios::binary);
   check(f.good(), "cannot open ", path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  check(!j.is_discarded(), path, ": not valid JSON");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  check(!f.bad(), "cannot read ", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is 1-based: the last byte read, where the parser gave up. Its own message says
+    // "[json.exception.parse_error.101] parse error at line L, column C: <detail>".
+    std::string detail = e.what();
+    const size_t at = detail.find("parse error");
+    const size_t colon = at == std::string::npos ? at : detail.find(": ", at);
+    if (colon != std::string::npos) detail = detail.substr(colon + 2);
+    fail(path, ":", text_line_column(text, e.byte > 0 ? e.byte - 1 : 0),
+         ": JSON syntax error: ", detail, " (not valid JSON)");
+  }
   return hparams_from_json(j, path);
 }
 

@@ -81,10 +81,10 @@ TEST(LogitsBatch, EachListEqualsItsLoneRunAndTheReference) {
 
 TEST(LogitsBatch, BadOptionsAreClearErrors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--ids", "1,2", "--chunk", "0"}, "--chunk must be >= 1"},
+      {{"--ids", "1,2", "--chunk", "0"}, "--chunk must be at least 1, got 0"},
       {{"--ids", "1,2", "--chunk", "2", "--decode"}, "exclude each other"},
       {{"--ids", "1,2", "--ids", "3,99999"}, "--ids #2: token id 99999"},
-      {{"--ids", "1,2", "--stagger", "-1"}, "--stagger must be >= 0"},
+      {{"--ids", "1,2", "--stagger", "-1"}, "--stagger must be at least 0, got -1"},
       {{}, "--ids"}};
   for (const auto& [extra, message] : cases) {
     test::TempDir dir;

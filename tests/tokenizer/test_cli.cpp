@@ -57,7 +57,9 @@ void expect_clean_failure(const CliResult& r, const char* what) {
 TEST(Cli, MissingModelDirectory) {
   expect_clean_failure(run_k3({"tokenize", "-m", "/nonexistent/k3", "-p", "x"}),
                        "cannot open tokenizer file /nonexistent/k3/tiktoken.model");
-  expect_clean_failure(run_k3({"tokenize", "-p", "x"}), "missing required option --model");
+  // Without -m the model comes from $K3_MODEL (then models/default): a bad one is named.
+  expect_clean_failure(run_k3({"tokenize", "-p", "x"}, "", {{"K3_MODEL", "/nonexistent/k3"}}),
+                       "K3_MODEL=/nonexistent/k3 is not a model directory");
 }
 
 // A model directory whose tiktoken.model is `model` (the config is valid).

@@ -6,8 +6,10 @@
 
 #include "args.h"
 #include "commands.h"
+#include "common_options.h"
 #include "k3/error.h"
 #include "k3/k3.h"
+#include "model_dir.h"
 
 namespace k3::cli {
 namespace {
@@ -23,32 +25,31 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 void print_line(const char* what, int64_t tokens, const std::vector<double>& v) {
-  std::printf("%-8s %6lld tokens  %10.2f tok/s (median; min %.2f, max %.2f)\n", what,
-              (long long)tokens, median(v), *std::min_element(v.begin(), v.end()),
+  std::printf("%-8s %13s  %10.2f tok/s (median; min %.2f, max %.2f)\n", what,
+              plural(tokens, "token").c_str(), median(v), *std::min_element(v.begin(), v.end()),
               *std::max_element(v.begin(), v.end()));
 }
 
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  Args args("bench", "-m DIR [-p N] [-n N] [-b B] [-r N] [-t N]",
-            "Measure prefill tokens/s (one step over -p random tokens per sequence) and decode\n"
-            "tokens/s (-n steps of one token per sequence after that prompt); report the median\n"
-            "over -r repeats. With --batch B, B sequences prefill in one step and decode together\n"
-            "(one token each per step): the aggregate and the per-sequence rates are reported.",
-            {{"model", "m", "DIR", "checkpoint directory", ""},
-             {"prompt", "p", "N", "prefill length per sequence", "128"},
-             {"gen", "n", "N", "decode steps", "32"},
-             {"batch", "b", "B", "sequences running together", "1"},
-             {"repeats", "r", "N", "repeats (median reported)", "5"},
-             {"threads", "t", "N", "worker threads (default: all cores)", ""},
-             {"seed", "", "N", "seed for the random token ids", "0"}});
+  Args args(
+      "bench", "[-m DIR] [-p N] [-n N] [-b B] [-r N] [-t N]",
+      "Measure prefill tokens/s (one step over -p random tokens per sequence) and decode\n"
+      "tokens/s (-n steps of one token per sequence after that prompt); report the median\n"
+      "over -r repeats. With --batch B, B sequences prefill in one step and decode together\n"
+      "(one token each per step): the aggregate and the per-sequence rates are reported.",
+      {model_option(), Option("prompt", "p", "N", "prefill length per sequence", "128").range(1),
+       Option("gen", "n", "N", "decode steps", "32").range(0),
+       Option("batch", "b", "B", "sequences running together", "1").range(1),
+       Option("repeats", "r", "N", "repeats (median reported)", "5").range(1), threads_option(),
+       seed_option("0")});
   if (!args.parse(argc, argv)) return 0;
-  if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
+  apply_threads(args);
+  const std::string dir = resolve_model_dir(args);
   const int64_t P = args.integer("prompt"), N = args.integer("gen"), R = args.integer("repeats");
   const int64_t B = args.integer("batch");
-  check(P >= 1 && N >= 0 && R >= 1 && B >= 1, "-p must be >= 1, -n >= 0, -r >= 1, -b >= 1");
-  auto model = Model::load(args.str("model"));
+  auto model = Model::load(dir);
   check(P + N <= model->max_positions(), "-p + -n = ", P + N, " exceeds max_position_embeddings (",
         model->max_positions(), ")");
   std::mt19937_64 rng(static_cast<uint64_t>(args.integer("seed")));
@@ -85,8 +86,8 @@ int cmd_bench(int argc, char** argv) {
     }
     for (SeqId s : seqs) engine.release(s);
   }
-  std::printf("model %s, %d threads, batch %lld, %lld repeats\n", args.str("model").c_str(),
-              num_threads(), (long long)B, (long long)R);
+  std::printf("model %s, %s, batch %lld, %s\n", dir.c_str(),
+              plural(num_threads(), "thread").c_str(), (long long)B, plural(R, "repeat").c_str());
   print_line("prefill", B * P, pp);
   if (N > 0) {
     print_line("decode", B * N, tg);

@@ -11,6 +11,7 @@
 #include "chat_display.h"
 #include "chat_prompt.h"
 #include "commands.h"
+#include "common_options.h"
 #include "conversation.h"
 #include "generation_options.h"
 #include "k3/error.h"
@@ -35,7 +36,7 @@ Args chat_args() {
   std::vector<Option> opts = {
       model_option(),
       {"system", "", "TEXT", "a system message at the start of the conversation", ""},
-      {"threads", "t", "N", "worker threads (default: all cores)", ""},
+      threads_option(),
   };
   for (Option& o : chat_options("off")) opts.push_back(std::move(o));
   for (Option& o : generation_options()) opts.push_back(std::move(o));
@@ -100,8 +101,9 @@ bool command(ChatContext& c, const std::string& line) {
     } else {
       c.conv.load(arg);
     }
-    std::printf("[%s %zu messages %s %s]\n", name == "/save" ? "saved" : "loaded",
-                c.conv.messages().size(), name == "/save" ? "to" : "from", arg.c_str());
+    std::printf("[%s %s %s %s]\n", name == "/save" ? "saved" : "loaded",
+                plural(static_cast<int64_t>(c.conv.messages().size()), "message").c_str(),
+                name == "/save" ? "to" : "from", arg.c_str());
   } else {
     fail("unknown command '", name, "' (/help lists them)");
   }
@@ -114,7 +116,7 @@ bool command(ChatContext& c, const std::string& line) {
 int cmd_chat(int argc, char** argv) {
   Args args = chat_args();
   if (!args.parse(argc, argv)) return 0;
-  if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
+  apply_threads(args);
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);
   const GenerateParams params = generation_params(args, dir, tok);
@@ -145,7 +147,7 @@ int cmd_chat(int argc, char** argv) {
       }
     } catch (const Error& e) {
       std::fflush(stdout);
-      std::fprintf(stderr, "error: %s\n", e.what());
+      std::fprintf(stderr, "error: %s\n", strip_prefix(e.what(), "chat").c_str());
     }
   }
   return 0;

@@ -8,24 +8,24 @@
 #include "commands.h"
 #include "k3/error.h"
 #include "k3/tokenizer.h"
+#include "model_dir.h"
 #include "tokenizer_io.h"
 
 namespace k3::cli {
 
 int cmd_detokenize(int argc, char** argv) {
   Args args(
-      "detokenize", "-m DIR [--ids 1,2,3 | < stdin] [--json]",
+      "detokenize", "[-m DIR] [--ids 1,2,3 | < stdin] [--json]",
       "Print the text of token ids. Ids on standard input may be separated by spaces,\n"
       "commas or newlines, optionally inside [ ] (the output of k3 tokenize --json).\n"
       "The text is printed as is, without an added newline.",
       {
-          {"model", "m", "DIR", "model directory with tiktoken.model and tokenizer_config.json",
-           ""},
+          model_option(),
           {"ids", "", "LIST", "comma-separated token ids (default: read from standard input)", ""},
           {"json", "", "", "print the text as a JSON string (with a newline)", ""},
       });
   if (!args.parse(argc, argv)) return 0;
-  Tokenizer tok = Tokenizer::load(args.str("model"));
+  Tokenizer tok = Tokenizer::load(resolve_model_dir(args, true));
   std::vector<int32_t> ids = args.has("ids") ? parse_id_list(args.str("ids"), "--ids")
                                              : parse_id_list(read_stdin(), "stdin");
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "common_options.h"
 #include "k3/error.h"
 #include "k3/init.h"
 
@@ -42,7 +43,7 @@ int cmd_init(int argc, char** argv) {
             {{"config", "", "FILE",
               "config.json (top-level with text_config, or a bare text config)", ""},
              {"output", "o", "DIR", "output directory (created)", ""},
-             {"seed", "", "N", "random seed", "0"},
+             seed_option("0"),
              {"mxfp4", "", "", "store routed experts as MXFP4 (compressed-tensors)", ""},
              {"shard-gb", "", "GB", "maximum shard size", "4"}});
   if (!args.parse(argc, argv)) return 0;

@@ -5,8 +5,10 @@
 
 #include "args.h"
 #include "commands.h"
+#include "common_options.h"
 #include "k3/hparams.h"
 #include "k3/inspect.h"
+#include "model_dir.h"
 
 namespace k3::cli {
 namespace {
@@ -65,15 +67,14 @@ void print_config(const HParams& hp) {
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  Args args("inspect", "-m DIR [--ctx N]",
+  Args args("inspect", "[-m DIR] [-c N]",
             "Summarise a checkpoint: config, layer schedule, parameters by component, bytes by\n"
             "dtype, MLA cache per token, KDA state per sequence and expected peak memory.",
-            {{"model", "m", "DIR", "checkpoint directory", ""},
-             {"ctx", "c", "N", "context length for the memory estimate", "4096"}});
+            {model_option(), ctx_option("context length for the memory estimate", "4096")});
   if (!args.parse(argc, argv)) return 0;
-  const CheckpointSummary ckpt = describe_checkpoint(args.str("model"));
+  const CheckpointSummary ckpt = describe_checkpoint(resolve_model_dir(args));
   const HParams& hp = ckpt.hparams;
-  const int64_t ctx = args.integer("ctx");
+  const int64_t ctx = args.integer("ctx-size");
   print_config(hp);
 
   std::map<std::string, int64_t> params;
@@ -101,16 +102,16 @@ int cmd_inspect(int argc, char** argv) {
       4.0 * static_cast<double>(n_kda * (hp.kda.n_head * hp.kda.head_dim * hp.kda.head_dim +
                                          3 * hp.kda.proj_dim() * (hp.kda.conv_kernel - 1)));
   std::printf("state (fp32, as this engine keeps it)\n");
-  std::printf("  MLA latent cache  %s per token (%lld scalars x %lld layers)\n",
-              human(cache_tok).c_str(), (long long)hp.mla.cache_width(), (long long)n_mla);
-  std::printf("  KDA state         %s per sequence (recurrent + conv, %lld layers)\n",
-              human(kda_seq).c_str(), (long long)n_kda);
+  std::printf("  MLA latent cache  %s per token (%s x %s)\n", human(cache_tok).c_str(),
+              plural(hp.mla.cache_width(), "scalar").c_str(), plural(n_mla, "layer").c_str());
+  std::printf("  KDA state         %s per sequence (recurrent + conv, %s)\n",
+              human(kda_seq).c_str(), plural(n_kda, "layer").c_str());
   const double peak = static_cast<double>(weight_bytes) + kda_seq + cache_tok * ctx;
   std::printf(
-      "expected peak memory at %lld tokens, batch 1\n  %s (weights mapped %s + state %s;"
+      "expected peak memory at %s, batch 1\n  %s (weights mapped %s + state %s;"
       " plus activations of the running chunk)\n",
-      (long long)ctx, human(peak).c_str(), human(static_cast<double>(weight_bytes)).c_str(),
-      human(kda_seq + cache_tok * ctx).c_str());
+      plural(ctx, "token").c_str(), human(peak).c_str(),
+      human(static_cast<double>(weight_bytes)).c_str(), human(kda_seq + cache_tok * ctx).c_str());
   return 0;
 }
 

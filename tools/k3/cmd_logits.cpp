@@ -7,9 +7,11 @@
 
 #include "args.h"
 #include "commands.h"
+#include "common_options.h"
 #include "k3/error.h"
 #include "k3/k3.h"
 #include "k3/npy.h"
+#include "model_dir.h"
 
 namespace k3::cli {
 namespace {
@@ -64,32 +66,32 @@ int64_t run_lanes(Engine& engine, std::vector<Lane>& lanes, int64_t chunk, int64
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-  Args args("logits", "-m DIR --ids 1,2,3 [--ids 4,5 ...] [--chunk N | --decode] -o OUT.npy",
+  Args args("logits", "[-m DIR] --ids 1,2,3 [--ids 4,5 ...] [--chunk N | --decode] -o OUT.npy",
             "Run token ids through the model and write the logits at every position as float32\n"
             "NPY [T, vocab]. Each --ids list is one sequence; several lists run together as one\n"
             "batch through shared steps and write OUT.0.npy, OUT.1.npy, ... (a trailing .npy on\n"
             "-o is dropped first). --chunk N feeds at most N tokens of a sequence per step;\n"
             "--decode feeds one (recurrent KDA, absorbed MLA). Sequence i joins at step\n"
             "i * --stagger, so prompt chunks and decode tokens share steps.",
-            {{"model", "m", "DIR", "checkpoint directory (config.json + safetensors)", ""},
+            {model_option(),
              {"ids", "", "LIST", "comma-separated token ids (repeat for more sequences)", ""},
-             {"chunk", "", "N", "at most N tokens per sequence per step (default: all)", ""},
+             Option("chunk", "", "N", "at most N tokens per sequence per step (default: all)", "")
+                 .range(1),
              {"decode", "", "", "one token per step (same as --chunk 1)", ""},
-             {"stagger", "", "N", "steps between the starts of consecutive sequences", "1"},
+             Option("stagger", "", "N", "steps between the starts of consecutive sequences", "1")
+                 .range(0),
              {"output", "o", "OUT.npy", "where to write the logits", ""},
-             {"threads", "t", "N", "worker threads (default: all cores)", ""}});
+             threads_option()});
   if (!args.parse(argc, argv)) return 0;
-  const std::string dir = args.str("model");
+  const std::string dir = resolve_model_dir(args);
   const std::string out = args.str("output");
   check(args.has("ids"), "missing required option --ids (see k3 logits --help)");
   const std::vector<std::string> lists = args.all("ids");
   int64_t chunk = args.has("chunk") ? args.integer("chunk") : INT32_MAX;
-  check(chunk >= 1, "--chunk must be >= 1, got ", chunk);
   check(!(args.has("decode") && args.has("chunk")), "--decode and --chunk exclude each other");
   if (args.has("decode")) chunk = 1;
   const int64_t stagger = args.integer("stagger");
-  check(stagger >= 0, "--stagger must be >= 0, got ", stagger);
-  if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
+  apply_threads(args);
 
   std::vector<Lane> lanes(lists.size());
   int64_t longest = 0, total = 0;
@@ -123,10 +125,10 @@ int cmd_logits(int argc, char** argv) {
     const std::string path = output_path(out, i, lanes.size());
     npy_write_f32(path, {static_cast<int64_t>(lanes[i].ids.size()), V}, lanes[i].logits.data());
   }
-  std::fprintf(stderr,
-               "k3 logits: %zu sequence%s, %lld tokens in %lld steps in %.3f s, %.1f tok/s -> %s\n",
-               lanes.size(), lanes.size() == 1 ? "" : "s", (long long)total, (long long)steps, secs,
-               total / secs, output_path(out, 0, lanes.size()).c_str());
+  std::fprintf(stderr, "k3 logits: %s, %s in %s in %.3f s, %.1f tok/s -> %s\n",
+               plural(static_cast<int64_t>(lanes.size()), "sequence").c_str(),
+               plural(total, "token").c_str(), plural(steps, "step").c_str(), secs, total / secs,
+               output_path(out, 0, lanes.size()).c_str());
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "chat_display.h"
 #include "chat_prompt.h"
 #include "commands.h"
+#include "common_options.h"
 #include "generation_options.h"
 #include "k3/error.h"
 #include "k3/generate.h"
@@ -26,13 +27,13 @@ namespace {
 Args run_args() {
   std::vector<Option> opts = {
       model_option(),
-      {"prompt", "p", "TEXT", "the prompt", ""},
-      {"file", "f", "FILE", "read the prompt from FILE (default: standard input)", ""},
+      prompt_option("the prompt"),
+      file_option("read the prompt from FILE (default: standard input)"),
       {"ids", "", "LIST", "the prompt as comma-separated token ids", ""},
       {"chat", "", "", "wrap the prompt in the chat format (a user message)", ""},
       {"system", "", "TEXT", "with --chat: a system message before the prompt", ""},
       {"raw", "", "", "with --chat: print the output as the model wrote it, markers included", ""},
-      {"threads", "t", "N", "worker threads (default: all cores)", ""},
+      threads_option(),
   };
   for (Option& o : chat_options("off")) opts.push_back(std::move(o));
   for (Option& o : generation_options()) opts.push_back(std::move(o));
@@ -74,11 +75,12 @@ std::vector<int32_t> prompt_ids(const Args& args, const Tokenizer& tok,
 int cmd_run(int argc, char** argv) {
   Args args = run_args();
   if (!args.parse(argc, argv)) return 0;
-  if (args.has("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
+  apply_threads(args);
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);
   const GenerateParams params = generation_params(args, dir, tok);
   const ChatSettings settings = chat_settings(args);  // checked with or without --chat
+  args.only_with({"system", "raw", "thinking", "effort"}, "chat");
   const std::vector<int32_t> ids = prompt_ids(args, tok, settings);
   auto model = Model::load(dir);
   Session session(*model, tok);

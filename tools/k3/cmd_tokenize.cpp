@@ -7,28 +7,29 @@
 
 #include "args.h"
 #include "commands.h"
+#include "common_options.h"
 #include "k3/error.h"
 #include "k3/tokenizer.h"
+#include "model_dir.h"
 #include "tokenizer_io.h"
 
 namespace k3::cli {
 
 int cmd_tokenize(int argc, char** argv) {
-  Args args("tokenize", "-m DIR [-p TEXT | -f FILE | < stdin] [--json] [--no-special]",
+  Args args("tokenize", "[-m DIR] [-p TEXT | -f FILE | < stdin] [--json] [--no-special]",
             "Print the token ids of a text, encoded exactly as K3's Hugging Face tokenizer does.\n"
             "Special-token texts such as <|end_of_msg|> become their ids unless --no-special.\n"
             "The text must be valid UTF-8.",
             {
-                {"model", "m", "DIR",
-                 "model directory with tiktoken.model and tokenizer_config.json", ""},
-                {"prompt", "p", "TEXT", "the text to encode", ""},
-                {"file", "f", "FILE", "read the text from FILE (default: standard input)", ""},
+                model_option(),
+                prompt_option("the text to encode"),
+                file_option("read the text from FILE (default: standard input)"),
                 {"json", "", "", "print a JSON array instead of space-separated ids", ""},
                 {"no-special", "", "", "encode special-token texts as ordinary text", ""},
             });
   if (!args.parse(argc, argv)) return 0;
   check(!(args.has("prompt") && args.has("file")), "give the text with -p or -f, not both");
-  Tokenizer tok = Tokenizer::load(args.str("model"));
+  Tokenizer tok = Tokenizer::load(resolve_model_dir(args, true));
   std::string text = args.has("prompt") ? args.str("prompt")
                      : args.has("file") ? read_input_file(args.str("file"))
                                         : read_stdin();

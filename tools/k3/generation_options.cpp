@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "common_options.h"
 #include "k3/error.h"
 #include "k3/generation_config.h"
 
@@ -11,19 +12,23 @@ namespace k3::cli {
 
 std::vector<Option> generation_options() {
   return {
-      {"n-predict", "n", "N", "tokens to generate at most; -1: until end of message or context",
-       "-1"},
-      {"ctx-size", "c", "N", "context limit in tokens (prompt + output)", "4096"},
+      Option("n-predict", "n", "N",
+             "tokens to generate at most; -1: until end of message or context", "-1")
+          .range(-1),
+      ctx_option("context limit in tokens (prompt + output)", "4096"),
       {"temp", "", "T", "temperature; 0 = greedy (default: generation_config.json, else 1)", ""},
-      {"top-k", "", "N", "keep the N most likely tokens; 0 = off (default: 0)", ""},
+      Option("top-k", "", "N", "keep the N most likely tokens; 0 = off (default: 0)", "")
+          .range(0, INT32_MAX),
       {"top-p", "", "P", "nucleus: smallest set with mass >= P; 1 = off (default: 0.95)", ""},
       {"min-p", "", "P", "drop tokens below P x the top probability; 0 = off (default: 0)", ""},
       {"repeat-penalty", "", "R", "divide positive / multiply negative logits of recent tokens",
        "1.0"},
-      {"repeat-last-n", "", "N", "recent tokens the penalties look at; -1 = whole context", "64"},
+      Option("repeat-last-n", "", "N", "recent tokens the penalties look at; -1 = whole context",
+             "64")
+          .range(-1, INT32_MAX),
       {"presence-penalty", "", "A", "subtract A from the logit of every recent token", "0.0"},
       {"frequency-penalty", "", "A", "subtract A x count from the logit of recent tokens", "0.0"},
-      {"seed", "s", "N", "random seed; -1 = random (printed with the timings)", "-1"},
+      seed_option("-1", true),
       {"logit-bias", "l", "ID(+|-)B",
        "add B to token ID's logit, e.g. 6262+2 or 6262-inf; repeatable", ""},
       {"stop", "", "TEXT", "stop when TEXT is generated (not printed); repeatable", ""},
@@ -64,8 +69,7 @@ SamplingParams sampling_params(const Args& args, const std::string& model_dir) {
   p.penalty_last_n = static_cast<int32_t>(args.integer("repeat-last-n"));
   p.presence_penalty = static_cast<float>(args.number("presence-penalty"));
   p.frequency_penalty = static_cast<float>(args.number("frequency-penalty"));
-  const int64_t seed = args.integer("seed");
-  check(seed >= -1, "--seed must be >= 0, or -1 for a random seed");
+  const int64_t seed = args.integer("seed");  // >= -1: checked by the option's range
   p.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}() & 0xffffffffu;
   validate(p);
   return p;
@@ -78,9 +82,7 @@ GenerateParams generation_params(const Args& args, const std::string& model_dir,
   GenerateParams g;
   g.sampling = sampling_params(args, model_dir);
   g.max_tokens = args.integer("n-predict");
-  check(g.max_tokens >= -1, "-n must be >= -1 (-1 = no limit)");
   g.n_ctx = args.integer("ctx-size");
-  check(g.n_ctx >= 1, "-c must be at least 1 token");
   if (!args.has("ignore-eos")) g.stop_ids = tokenizer.stop_ids();
   g.stop_strings = args.all("stop");
   for (const std::string& b : args.all("logit-bias")) g.logit_bias.push_back(parse_logit_bias(b));
@@ -90,11 +92,10 @@ GenerateParams generation_params(const Args& args, const std::string& model_dir,
 
 std::string timing_line(const GenerateResult& r) {
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "prefill %lld tokens in %.3f s (%.1f tok/s), decode %zu tokens in %.3f s "
-                "(%.1f tok/s)",
-                static_cast<long long>(r.n_prefill), r.prefill_s, r.prefill_tps(), r.tokens.size(),
-                r.decode_s, r.decode_tps());
+  std::snprintf(
+      buf, sizeof buf, "prefill %s in %.3f s (%.1f tok/s), decode %s in %.3f s (%.1f tok/s)",
+      plural(r.n_prefill, "token").c_str(), r.prefill_s, r.prefill_tps(),
+      plural(static_cast<int64_t>(r.tokens.size()), "token").c_str(), r.decode_s, r.decode_tps());
   return buf;
 }
 

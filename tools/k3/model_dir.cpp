@@ -11,9 +11,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_model_dir(const fs::path& dir) {
+bool is_model_dir(const fs::path& dir, bool tokenizer_only) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "config.json", ec);
+  return fs::is_regular_file(dir / "config.json", ec) ||
+         (tokenizer_only && fs::is_regular_file(dir / "tiktoken.model", ec));
+}
+
+// A file inside a model directory (config.json, a .safetensors shard, the index) names it.
+std::string directory_of(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return path;
+  const fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
 }
 
 // models/default relative to the working directory, then to the binary's directory and up.
@@ -32,22 +41,33 @@ std::vector<fs::path> default_candidates() {
 }  // namespace
 
 Option model_option() {
-  return {"model", "m", "DIR", "model directory (default: $K3_MODEL, else models/default)", ""};
+  return Option("model", "m", "DIR",
+                "model directory, or a file in it (default: $K3_MODEL, else models/default)", "");
 }
 
-std::string resolve_model_dir(const Args& args) {
-  if (args.has("model")) return args.str("model");
+std::string resolve_model_dir(const Args& args, bool tokenizer_only) {
+  if (args.has("model")) {
+    const std::string given = args.str("model");
+    const std::string dir = directory_of(given);
+    // The tokenizer commands name the missing tokenizer file themselves.
+    std::error_code ec;
+    check(tokenizer_only || is_model_dir(dir, false), given,
+          " is not a model directory (no config.json",
+          fs::exists(given, ec) ? "" : "; the path does not exist", ")");
+    return dir;
+  }
   const char* how =
       "make it with ./scripts/quickstart.sh, or with: k3 init --config configs/default.json -o "
       "models/default && cp tests/data/tokenizer/tiktoken.model "
       "tests/data/tokenizer/tokenizer_config.json models/default/";
   if (const char* env = std::getenv("K3_MODEL"); env && *env) {
-    check(is_model_dir(env), "no model given (-m DIR) and K3_MODEL=", env,
+    const std::string dir = directory_of(env);
+    check(is_model_dir(dir, tokenizer_only), "no model given (-m DIR) and K3_MODEL=", env,
           " is not a model directory (no config.json there); give -m DIR, or ", how);
-    return env;
+    return dir;
   }
   for (const fs::path& dir : default_candidates()) {
-    if (is_model_dir(dir)) return dir.string();
+    if (is_model_dir(dir, tokenizer_only)) return dir.string();
   }
   fail(
       "no model given (-m DIR) and the default model models/default was not found (looked "
