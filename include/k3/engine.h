@@ -13,6 +13,7 @@
 //   k3::SeqId c = engine.restore(snap);               // a new sequence continuing from it
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -57,7 +58,7 @@ class Engine {
 
   SeqId create_sequence();
   void release(SeqId seq);
-  void reset(SeqId seq);  // back to an empty sequence
+  void reset(SeqId seq);  // back to an empty sequence (also clears needs_reset)
   int64_t n_past(SeqId seq) const;
 
   SnapshotId snapshot(SeqId seq);  // the sequence's state now (one slot; blocks shared)
@@ -69,6 +70,18 @@ class Engine {
   // invalid or the pool has no room for it.
   void step(const Batch& batch, float* logits);
   std::vector<float> step(const Batch& batch);
+
+  // Cancellation (e.g. Ctrl-C during a long prompt chunk): while *flag is true, step() throws
+  // k3::Cancelled instead of finishing. The flag is polled before the step and between layers,
+  // so a step stops within about one layer's time; nullptr (the default) turns polling off.
+  // The flag is only read (any thread or a signal handler may set it); it must outlive its use.
+  // A step cancelled before its first layer changes nothing. One cancelled between layers has
+  // written some layers' KDA state / MLA latent rows but not the others: its sequences are not
+  // advanced and are left inconsistent, so they are marked needs_reset, and step() and
+  // snapshot() refuse them (k3::Error) until reset() or release(). Snapshots taken earlier
+  // are unaffected: restore() one to continue from a consistent state.
+  void set_cancel_flag(const std::atomic<bool>* flag);
+  bool needs_reset(SeqId seq) const;
 
   // The budget that holds `sequences` sequences of up to `tokens` tokens each (no snapshots).
   static size_t budget_for(const Model& model, int64_t sequences, int64_t tokens,

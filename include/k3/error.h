@@ -40,4 +40,11 @@ void check(bool cond, const Args&... args) {
   if (!cond) fail(args...);
 }
 
+// Thrown when work is stopped through a cancel flag (Engine/Sequence/Session::set_cancel_flag,
+// e.g. set by Ctrl-C). A k3::Error, so code that catches Error still catches it.
+class Cancelled : public Error {
+ public:
+  explicit Cancelled(const std::string& what = "cancelled") : Error(what) {}
+};
+
 }  // namespace k3

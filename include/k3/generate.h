@@ -19,8 +19,20 @@
 // passed through the stop strings, given to the callback, and then fed to the model for the
 // next step. The callback is called once per sampled token (the piece may be empty while text
 // is held back) and once more at the end if held-back text remains; returning false cancels.
+//
+// Cancelling from outside (Ctrl-C, another thread): set_cancel_flag(&flag), then setting the
+// flag stops generate() within a fraction of a second, also during a long prefill:
+//   - during prefill (polled before each prefill_chunk and between layers inside a chunk),
+//     generate() throws k3::Cancelled and nothing is generated. The chunks finished before the
+//     cancel stay in the state (tokens() lists them, and a next prompt that extends them re-uses
+//     them); a chunk cancelled between layers has left the KDA/MLA state half-updated, so the
+//     state is reset then (tokens() becomes empty and the next prompt is prefilled from scratch).
+//   - after prefill, generation ends before the next token with StopReason::cancelled, the text
+//     so far in the result (as when the callback returns false); the state stays consistent.
+// The flag is only read; clear it before the next generate() or that one stops at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,7 +54,8 @@ struct GenerateParams {
   std::vector<int32_t> stop_ids = {};  // e.g. Tokenizer::stop_ids()
   std::vector<std::string> stop_strings = {};
   LogitBias logit_bias = {};    // e.g. {{eos, -INFINITY}}: never end a message
-  int64_t prefill_chunk = 512;  // prefill in pieces of this many tokens (bounds memory)
+  int64_t prefill_chunk = 512;  // prefill in pieces of this many tokens (bounds memory, and
+                                // the work a cancel of the prefill throws away)
 };
 
 enum class StopReason { eos, stop_string, max_tokens, context_full, cancelled };
@@ -77,6 +90,8 @@ class Session {
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateParams& params,
                           const PieceCallback& on_piece);
   void reset();
+  // nullptr (the default): never cancelled from outside. The flag must outlive its use.
+  void set_cancel_flag(const std::atomic<bool>* flag) { cancel_ = flag; }
   const std::vector<int32_t>& tokens() const { return tokens_; }  // the ids the state holds
   int64_t context_limit(const GenerateParams& params) const;
 
@@ -84,6 +99,7 @@ class Session {
   int64_t reuse_prefix(std::span<const int32_t> prompt);
   bool room_for_more(GenerateResult& r, const GenerateParams& params) const;
   void prefill(std::span<const int32_t> ids, int64_t chunk);
+  bool cancelled() const;
   void check_prompt(std::span<const int32_t> prompt, const GenerateParams& params) const;
 
   const Model& model_;
@@ -91,6 +107,7 @@ class Session {
   std::unique_ptr<Sequence> seq_;
   std::vector<int32_t> tokens_;
   std::vector<float> last_logits_;  // after the last id in tokens_
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 }  // namespace k3

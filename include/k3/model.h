@@ -8,6 +8,7 @@
 //   std::vector<float> next = seq.decode(4);              // [vocab]
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -52,6 +53,10 @@ class Sequence {
   int64_t n_past() const;
   void reset();
   size_t state_bytes() const;
+  // While *flag is true, prefill() and decode() throw k3::Cancelled (polled between layers; see
+  // Engine::set_cancel_flag). After one thrown mid-way, the state is inconsistent and every
+  // run refuses until reset(). nullptr turns polling off.
+  void set_cancel_flag(const std::atomic<bool>* flag);
 
  private:
   std::vector<float> run(const std::vector<int64_t>& ids);

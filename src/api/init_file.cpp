@@ -8,13 +8,25 @@
 
 namespace k3 {
 
-void init_checkpoint_from_file(const std::string& config_path, const std::string& out_dir,
-                               const InitOptions& opt) {
+namespace {
+
+nlohmann::json read_config(const std::string& config_path) {
   std::ifstream f(config_path);
   check(f.good(), "cannot open ", config_path);
-  const nlohmann::json config = nlohmann::json::parse(f, nullptr, false);
+  nlohmann::json config = nlohmann::json::parse(f, nullptr, false);
   check(!config.is_discarded(), config_path, ": not valid JSON");
-  init_checkpoint(config, out_dir, opt);
+  return config;
+}
+
+}  // namespace
+
+void init_checkpoint_from_file(const std::string& config_path, const std::string& out_dir,
+                               const InitOptions& opt) {
+  init_checkpoint(read_config(config_path), out_dir, opt);
+}
+
+uint64_t init_checkpoint_bytes(const std::string& config_path, const InitOptions& opt) {
+  return checkpoint_bytes(read_config(config_path), opt);
 }
 
 }  // namespace k3

@@ -1,6 +1,7 @@
 // k3::Engine: validates a batch, plans it, reserves cache blocks, runs the forward step and
 // advances the sequences. Steady-state steps allocate nothing: the plan, the step tensors
-// (arena) and the pool are all reused.
+// (arena) and the pool are all reused. A cancel flag is polled before the step and between
+// layers; sequences of a step cancelled mid-way are marked needs_reset (see engine.h).
 #include "k3/engine.h"
 
 #include <algorithm>
@@ -37,17 +38,27 @@ struct Engine::Impl {
   StatePool pool;
   Arena arena;
   std::vector<SeqSpan> plan;  // capacity max_sequences: planning never allocates
+  const std::atomic<bool>* cancel = nullptr;
+  std::vector<SeqId> broken;  // needs_reset sequences; capacity max_sequences
 
   Impl(const HParams& hp, const EngineOptions& o)
       : pool(hp, {o.state_budget_bytes, o.max_sequences, o.block_tokens}) {
     plan.reserve(static_cast<size_t>(o.max_sequences));
+    broken.reserve(static_cast<size_t>(o.max_sequences));
+  }
+  bool is_broken(SeqId s) const {
+    return std::find(broken.begin(), broken.end(), s) != broken.end();
+  }
+  void unbreak(SeqId s) {
+    broken.erase(std::remove(broken.begin(), broken.end(), s), broken.end());
   }
 };
 
 namespace {
 
 // Checks the batch's shape, its sequences and tokens; names the first problem found.
-void validate(const Batch& b, const StatePool& pool, int64_t vocab) {
+void validate(const Batch& b, const StatePool& pool, const std::vector<SeqId>& broken,
+              int64_t vocab) {
   const int64_t B = b.n_seqs(), T = static_cast<int64_t>(b.tokens.size());
   check(B >= 1, "batch: no sequences");
   check(static_cast<int64_t>(b.cu_seqlens.size()) == B + 1 && b.cu_seqlens[0] == 0 &&
@@ -57,6 +68,8 @@ void validate(const Batch& b, const StatePool& pool, int64_t vocab) {
     const SeqId s = b.seqs[i];
     check(b.cu_seqlens[i + 1] > b.cu_seqlens[i], "batch: sequence ", s, " has no new tokens");
     check(pool.is_live(s), "batch: sequence ", s, " does not exist (released, or a snapshot id)");
+    check(std::find(broken.begin(), broken.end(), s) == broken.end(), "batch: sequence ", s,
+          " holds partial state from a cancelled step; reset() or release() it first");
     for (int64_t j = 0; j < i; ++j)
       check(b.seqs[j] != s, "batch: sequence ", s, " appears twice in one step");
   }
@@ -75,10 +88,22 @@ Engine::Engine(const Model& model, EngineOptions opt)
 Engine::~Engine() = default;
 
 SeqId Engine::create_sequence() { return impl_->pool.create(); }
-void Engine::release(SeqId seq) { impl_->pool.release(seq); }
-void Engine::reset(SeqId seq) { impl_->pool.reset(seq); }
+void Engine::release(SeqId seq) {
+  impl_->pool.release(seq);
+  impl_->unbreak(seq);
+}
+void Engine::reset(SeqId seq) {
+  impl_->pool.reset(seq);
+  impl_->unbreak(seq);
+}
 int64_t Engine::n_past(SeqId seq) const { return impl_->pool.n_past(seq); }
-SnapshotId Engine::snapshot(SeqId seq) { return impl_->pool.snapshot(seq); }
+SnapshotId Engine::snapshot(SeqId seq) {
+  check(!impl_->is_broken(seq), "snapshot: sequence ", seq,
+        " holds partial state from a cancelled step; reset() or release() it first");
+  return impl_->pool.snapshot(seq);
+}
+void Engine::set_cancel_flag(const std::atomic<bool>* flag) { impl_->cancel = flag; }
+bool Engine::needs_reset(SeqId seq) const { return impl_->is_broken(seq); }
 SeqId Engine::restore(SnapshotId snap) { return impl_->pool.restore(snap); }
 void Engine::drop(SnapshotId snap) { impl_->pool.drop(snap); }
 int64_t Engine::free_sequences() const { return impl_->pool.free_entries(); }
@@ -105,7 +130,9 @@ size_t Engine::state_bytes(SeqId seq) const {
 
 void Engine::step(const Batch& b, float* logits) {
   StatePool& pool = impl_->pool;
-  validate(b, pool, model_.vocab_size());
+  validate(b, pool, impl_->broken, model_.vocab_size());
+  const std::atomic<bool>* cancel = impl_->cancel;
+  if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
   const int64_t B = b.n_seqs();
   // The whole batch must fit before any sequence reserves, so a refused step changes nothing.
   int64_t need = 0;
@@ -124,9 +151,17 @@ void Engine::step(const Batch& b, float* logits) {
   const StepPlan sp{plan.data(), B, static_cast<int64_t>(b.tokens.size())};
   impl_->arena.reset();
   Ctx ctx{cpu_backend(), impl_->arena};
-  forward_step(
-      model_.weights(), model_.hparams(), sp, pool, ctx,
-      {b.tokens.data(), b.logit_rows.data(), static_cast<int64_t>(b.logit_rows.size()), logits});
+  try {
+    forward_step(model_.weights(), model_.hparams(), sp, pool, ctx,
+                 {b.tokens.data(), b.logit_rows.data(), static_cast<int64_t>(b.logit_rows.size()),
+                  logits, cancel});
+  } catch (const Cancelled&) {
+    // Some layers hold the step's tokens, others not: no way back but a reset.
+    for (const SeqSpan& s : plan) {
+      if (!impl_->is_broken(s.seq)) impl_->broken.push_back(s.seq);
+    }
+    throw;
+  }
   for (const SeqSpan& s : plan) pool.advance(s.seq, s.n);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "model/layers.h"
 #include "ops/ops.h"
 
@@ -82,6 +83,10 @@ void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan
   LayerCtx lc{plan, pool, ctx};
   int64_t kda_index = 0, mla_index = 0;
   for (int64_t l = 0; l < hp.n_layer; ++l) {
+    // Layer 0 is not polled: the engine polls before the step, when nothing is written yet.
+    if (l > 0 && io.cancel != nullptr && io.cancel->load(std::memory_order_relaxed)) {
+      throw Cancelled(cat("cancelled before layer ", l, " of a ", T, "-token step"));
+    }
     const LayerWeights& lw = w.layers[l];
     // 1-2. pre-attention mix (none in layer 0), then seal the block's prefix sum.
     if (res.empty()) {

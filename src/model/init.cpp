@@ -1,7 +1,11 @@
 #include "model/init.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +116,7 @@ class Generator {
   // Streams one tensor into w. MXFP4 scale tensors reuse the scales chosen for their packed
   // partner, which the table always lists first.
   void write(const PlannedTensor& t, SafetensorsWriter& w) {
+    check(!opt_.cancelled || !opt_.cancelled(), "interrupted");
     if (ends_with(t.name, ".weight_scale")) {
       auto it = pending_scales_.find(t.name);
       check(it != pending_scales_.end(), "internal: scales for ", t.name, " not generated");
@@ -129,6 +134,7 @@ class Generator {
     if (packed) scales.resize(static_cast<size_t>(rows * cols / kMxfp4Group));
     const int64_t block = std::max<int64_t>(1, (8 << 20) / std::max<int64_t>(cols * 4, 1));
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      check(!opt_.cancelled || !opt_.cancelled(), "interrupted");
       const int64_t nr = std::min(block, rows - r0);
       std::vector<uint8_t> bytes(static_cast<size_t>(nr) * row_bytes(t, cols));
 #pragma omp parallel for schedule(static)
@@ -225,44 +231,110 @@ nlohmann::json full_config(const nlohmann::json& config, bool mxfp4) {
   return top;
 }
 
-}  // namespace
-
-void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
-                     const InitOptions& opt) {
-  const nlohmann::json top = full_config(config, opt.mxfp4);
-  const HParams hp = hparams_from_json(top, "config");
-  // Plan: official dtype and shape of every tensor in the table, cut into shards.
+// The official dtype and shape of every tensor in the table, cut into shards.
+std::vector<std::vector<PlannedTensor>> plan_shards(const HParams& hp, uint64_t shard_bytes,
+                                                    uint64_t* total) {
   std::vector<std::vector<PlannedTensor>> shards(1);
-  uint64_t shard_size = 0, total = 0;
+  uint64_t shard_size = 0;
+  *total = 0;
   for (const TensorSpec& s : expected_tensors(hp)) {
     PlannedTensor t{s.name, s.dtypes[0], s.shapes[0]};
-    if (shard_size > 0 && shard_size + t.nbytes() > opt.shard_bytes) {
+    if (shard_size > 0 && shard_size + t.nbytes() > shard_bytes) {
       shards.emplace_back();
       shard_size = 0;
     }
     shards.back().push_back(t);
     shard_size += t.nbytes();
-    total += t.nbytes();
+    *total += t.nbytes();
   }
+  return shards;
+}
+
+// Free bytes on the filesystem that holds `dir` (or would: its nearest existing parent).
+uint64_t free_bytes_at(const std::string& dir, std::string* where) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (ec) p = dir;
+  while (!fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+  *where = p.string();
+  struct statvfs st {};
+  if (::statvfs(p.c_str(), &st) != 0) return UINT64_MAX;  // unknown: do not refuse
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+void check_safe_to_write(const std::string& out_dir, uint64_t total, const InitOptions& opt) {
+  if (opt.force) return;
+  std::error_code ec;
+  check(!fs::is_directory(out_dir, ec) || fs::is_empty(out_dir, ec), out_dir,
+        " exists and is not empty (use --force to write into it anyway)");
+  std::string where;
+  const uint64_t free = opt.free_bytes ? opt.free_bytes : free_bytes_at(out_dir, &where);
+  if (opt.free_bytes) where = out_dir;
+  if (total > free) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "the checkpoint needs %.2f GB but only %.2f GB is free at ",
+                  total / 1e9, free / 1e9);
+    throw Error(std::string(msg) + where + " (use --force to write anyway)");
+  }
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  f.close();
+  check(f.good(), "error writing ", path.string());
+}
+
+}  // namespace
+
+uint64_t checkpoint_bytes(const nlohmann::json& config, const InitOptions& opt) {
+  const HParams hp = hparams_from_json(full_config(config, opt.mxfp4), "config");
+  uint64_t total = 0;
+  plan_shards(hp, opt.shard_bytes, &total);
+  return total;
+}
+
+void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
+                     const InitOptions& opt) {
+  const nlohmann::json top = full_config(config, opt.mxfp4);
+  const HParams hp = hparams_from_json(top, "config");
+  uint64_t total = 0;
+  const std::vector<std::vector<PlannedTensor>> shards = plan_shards(hp, opt.shard_bytes, &total);
+  check_safe_to_write(out_dir, total, opt);
+  const bool created = !fs::exists(out_dir);
   fs::create_directories(out_dir);
-  Generator gen(hp, opt);
-  gen.set_total(total);
-  nlohmann::ordered_json index;
-  index["metadata"] = {{"total_size", total}};
+  // Everything is written under ".tmp-<name>" and renamed once complete.
+  std::vector<std::string> names;
   char name[64];
   for (size_t i = 0; i < shards.size(); ++i) {
     std::snprintf(name, sizeof name, "model-%05zu-of-%06zu.safetensors", i + 1, shards.size());
-    SafetensorsWriter w((fs::path(out_dir) / name).string(), shards[i]);
-    for (const PlannedTensor& t : shards[i]) {
-      gen.write(t, w);
-      index["weight_map"][t.name] = name;
-    }
-    w.finish();
+    names.push_back(name);
   }
-  std::ofstream(fs::path(out_dir) / "model.safetensors.index.json") << index.dump(2) << "\n";
-  std::ofstream cfg(fs::path(out_dir) / "config.json");
-  cfg << top.dump(2) << "\n";
-  check(cfg.good(), "error writing ", out_dir, "/config.json");
+  names.push_back("model.safetensors.index.json");
+  names.push_back("config.json");
+  auto tmp = [&](const std::string& n) { return fs::path(out_dir) / (".tmp-" + n); };
+  try {
+    Generator gen(hp, opt);
+    gen.set_total(total);
+    nlohmann::ordered_json index;
+    index["metadata"] = {{"total_size", total}};
+    for (size_t i = 0; i < shards.size(); ++i) {
+      SafetensorsWriter w(tmp(names[i]).string(), shards[i]);
+      for (const PlannedTensor& t : shards[i]) {
+        gen.write(t, w);
+        index["weight_map"][t.name] = names[i];
+      }
+      w.finish();
+    }
+    write_text(tmp(names[shards.size()]), index.dump(2) + "\n");
+    write_text(tmp(names[shards.size() + 1]), top.dump(2) + "\n");
+    for (const std::string& n : names) fs::rename(tmp(n), fs::path(out_dir) / n);
+  } catch (...) {
+    std::error_code ec;
+    for (const std::string& n : names) fs::remove(tmp(n), ec);
+    if (created && fs::is_empty(out_dir, ec)) fs::remove(out_dir, ec);
+    throw;
+  }
 }
 
 }  // namespace k3

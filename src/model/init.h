@@ -18,4 +18,7 @@ namespace k3 {
 void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
                      const InitOptions& opt);
 
+// The tensor bytes init_checkpoint would write (the index's metadata.total_size).
+uint64_t checkpoint_bytes(const nlohmann::json& config, const InitOptions& opt);
+
 }  // namespace k3

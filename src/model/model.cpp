@@ -42,5 +42,6 @@ std::vector<float> Sequence::decode(int64_t id) { return run({id}); }
 int64_t Sequence::n_past() const { return engine_->n_past(seq_); }
 void Sequence::reset() { engine_->reset(seq_); }
 size_t Sequence::state_bytes() const { return engine_->state_bytes(seq_); }
+void Sequence::set_cancel_flag(const std::atomic<bool>* flag) { engine_->set_cancel_flag(flag); }
 
 }  // namespace k3

@@ -124,11 +124,32 @@ int64_t Session::reuse_prefix(std::span<const int32_t> prompt) {
   return static_cast<int64_t>(tokens_.size());
 }
 
+bool Session::cancelled() const {
+  return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed);
+}
+
+// Between chunks the state is consistent (tokens_ lists what it holds), so a cancel seen there
+// keeps it; the engine polls between layers inside a chunk, and a chunk cancelled there leaves
+// the state half-updated: it is reset.
 void Session::prefill(std::span<const int32_t> ids, int64_t chunk) {
   const size_t V = static_cast<size_t>(model_.vocab_size());
+  seq_->set_cancel_flag(cancel_);
+  struct Unset {
+    Sequence& seq;
+    ~Unset() { seq.set_cancel_flag(nullptr); }
+  } unset{*seq_};
   for (size_t at = 0; at < ids.size(); at += static_cast<size_t>(chunk)) {
+    if (cancelled())
+      throw Cancelled(cat("cancelled after prefilling ", at, " of ", ids.size(), " prompt tokens"));
     auto part = ids.subspan(at, std::min(ids.size() - at, static_cast<size_t>(chunk)));
-    std::vector<float> logits = seq_->prefill(std::vector<int64_t>(part.begin(), part.end()));
+    std::vector<float> logits;
+    try {
+      logits = seq_->prefill(std::vector<int64_t>(part.begin(), part.end()));
+    } catch (const Cancelled&) {
+      reset();
+      throw Cancelled(cat("cancelled after prefilling ", at, " of ", ids.size(),
+                          " prompt tokens (state reset)"));
+    }
     last_logits_.assign(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
     tokens_.insert(tokens_.end(), part.begin(), part.end());
   }
@@ -151,6 +172,10 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   const size_t n_vocab = static_cast<size_t>(tokenizer_.n_vocab());
   bool more = room_for_more(r, params);
   while (more) {
+    if (cancelled()) {  // decode steps are short: polled between tokens, not inside the engine
+      r.stop = StopReason::cancelled;
+      break;
+    }
     const int32_t id = sampler.sample(std::span(last_logits_).first(n_vocab), tokens_);
     r.tokens.push_back(id);
     if (std::find(params.stop_ids.begin(), params.stop_ids.end(), id) != params.stop_ids.end()) {

@@ -65,8 +65,10 @@ TEST(Perplexity, TokenNllIsMinusLogSoftmax) {
   EXPECT_THROW(token_nll(l, 3), Error);
 }
 
-// sum of -log p over the scored tokens, from `k3 logits` run once per window.
-double reference_nll(const std::vector<int32_t>& ids, const PerplexityParams& p, int64_t* n) {
+// sum of -log p over the scored tokens, from `k3 logits` run once per window; each score is
+// appended to *scores when given.
+double reference_nll(const std::vector<int32_t>& ids, const PerplexityParams& p, int64_t* n,
+                     std::vector<double>* scores = nullptr) {
   test::TempDir dir;
   double nll = 0;
   *n = 0;
@@ -84,7 +86,9 @@ double reference_nll(const std::vector<int32_t>& ids, const PerplexityParams& p,
       double mx = -INFINITY, sum = 0;
       for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
       for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
-      nll += mx + std::log(sum) - row[ids[i]];
+      const double score = mx + std::log(sum) - row[ids[i]];
+      nll += score;
+      if (scores) scores->push_back(score);
       ++*n;
     }
   }
@@ -106,6 +110,88 @@ TEST(Perplexity, MatchesADirectComputationFromKLogits) {
     PerplexityParams chunked = p;
     chunked.chunk = 3;
     EXPECT_NEAR(perplexity(tiny_model(), ids, chunked).nll_sum, nll, 1e-4 * std::abs(nll));
+  }
+}
+
+TEST(Perplexity, StandardErrorMatchesADirectComputationFromTokenScores) {
+  const std::vector<int32_t> ids = tiny_tokenizer().encode(kText);
+  for (PerplexityParams p :
+       {PerplexityParams{.ctx = 16}, PerplexityParams{.ctx = 16, .stride = 5}}) {
+    int64_t n = 0;
+    std::vector<double> scores;
+    reference_nll(ids, p, &n, &scores);
+    ASSERT_EQ(static_cast<int64_t>(scores.size()), n);
+    double mean = 0;
+    for (double s : scores) mean += s;
+    mean /= static_cast<double>(n);
+    double var = 0;  // unbiased sample variance
+    for (double s : scores) var += (s - mean) * (s - mean);
+    var /= static_cast<double>(n - 1);
+    const double se = std::sqrt(var / static_cast<double>(n));
+    const PerplexityResult r = perplexity(tiny_model(), ids, p);
+    EXPECT_GT(se, 0);
+    EXPECT_NEAR(r.mean_nll(), mean, 1e-9 * mean);
+    EXPECT_NEAR(r.nll_stderr(), se, 1e-6 * se);
+    EXPECT_NEAR(r.perplexity_stderr(), std::exp(mean) * se, 1e-6 * std::exp(mean) * se);
+  }
+  PerplexityResult one;  // fewer than two scores: no spread to measure
+  one.nll_sum = 2;
+  one.n_scored = 1;
+  EXPECT_EQ(one.nll_stderr(), 0);
+}
+
+TEST(Perplexity, BitsPerByteMatchesADirectComputation) {
+  const Tokenizer& tok = tiny_tokenizer();
+  const std::vector<int32_t> ids = tok.encode(kText);
+  // With overlap every token but x_0 is scored: the scored bytes are the text after x_0's.
+  const PerplexityParams overlap{.ctx = 16, .stride = 5};
+  const int64_t bytes = static_cast<int64_t>(kText.size() - tok.decode({ids.data(), 1}).size());
+  EXPECT_EQ(perplexity_scored_bytes(tok, ids, overlap), bytes);
+  const PerplexityResult r = perplexity(tiny_model(), ids, overlap);
+  EXPECT_NEAR(r.bits_per_byte(bytes), r.nll_sum / std::log(2.0) / bytes, 1e-12);
+  // Without overlap the first token of each window is left out, and its bytes with it.
+  const PerplexityParams plain{.ctx = 16};
+  int64_t expect = 0;
+  for (const PerplexityWindow& w : perplexity_windows(static_cast<int64_t>(ids.size()), plain))
+    expect +=
+        static_cast<int64_t>(tok.decode({ids.data() + w.first_scored, ids.data() + w.end}).size());
+  EXPECT_EQ(perplexity_scored_bytes(tok, ids, plain), expect);
+  EXPECT_LT(expect, static_cast<int64_t>(kText.size()));
+  EXPECT_EQ(r.bits_per_byte(0), 0);
+}
+
+TEST(Perplexity, WindowsAddUpToTheTotal) {
+  const std::vector<int32_t> ids = tiny_tokenizer().encode(kText);
+  for (PerplexityParams p :
+       {PerplexityParams{.ctx = 16}, PerplexityParams{.ctx = 16, .stride = 5}}) {
+    std::vector<int64_t> seen;
+    const PerplexityResult r = perplexity(
+        tiny_model(), ids, p, {},
+        [&](const PerplexityWindowResult& w, int64_t i, int64_t n_windows) {
+          EXPECT_EQ(n_windows, static_cast<int64_t>(
+                                   perplexity_windows(static_cast<int64_t>(ids.size()), p).size()));
+          EXPECT_GT(w.running_perplexity, 0);
+          seen.push_back(i);
+        });
+    ASSERT_EQ(static_cast<int64_t>(r.windows.size()), r.n_windows);
+    ASSERT_EQ(static_cast<int64_t>(seen.size()), r.n_windows);
+    double nll = 0, log_ppl_weighted = 0;
+    int64_t n = 0;
+    for (size_t i = 0; i < r.windows.size(); ++i) {
+      const PerplexityWindowResult& w = r.windows[i];
+      EXPECT_EQ(seen[i], static_cast<int64_t>(i));
+      EXPECT_EQ(w.n_scored, w.window.end - w.window.first_scored);
+      nll += w.nll_sum;
+      n += w.n_scored;
+      if (w.n_scored > 0) log_ppl_weighted += w.n_scored * std::log(w.perplexity());
+      EXPECT_NEAR(w.running_perplexity, std::exp(nll / n), 1e-9 * w.running_perplexity);
+    }
+    EXPECT_EQ(n, r.n_scored);
+    EXPECT_NEAR(nll, r.nll_sum, 1e-9 * r.nll_sum);
+    // The total perplexity is the token-weighted geometric mean of the windows'.
+    EXPECT_NEAR(std::exp(log_ppl_weighted / n), r.perplexity(), 1e-9 * r.perplexity());
+    EXPECT_DOUBLE_EQ(r.windows.back().running_perplexity, r.perplexity());
+    EXPECT_DOUBLE_EQ(r.windows.back().running_stderr, r.perplexity_stderr());
   }
 }
 

@@ -1,9 +1,14 @@
 // k3 chat: an interactive multi-turn chat in the model's chat format. The conversation is kept
 // as OpenAI-style messages; the model state is re-used across turns so that each turn prefills
 // only its own tokens (see conversation.h). Ctrl-C stops the answer being written; Ctrl-C at
-// the prompt, /quit or end of input leaves.
+// the prompt, /quit or end of input leaves. Ctrl-C during the prefill of a long prompt stops it
+// within a fraction of a second too. The conversation keeps a partial answer; when nothing
+// was generated yet, the unanswered message is dropped (as after an error) and the chat goes on.
+// The model state keeps the prompt chunks prefilled before the Ctrl-C, or is reset when it hit
+// a chunk mid-way (see generate.h), so the next turn may prefill more.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -19,6 +24,7 @@
 #include "k3/k3.h"
 #include "line_input.h"
 #include "model_dir.h"
+#include "resources.h"
 #include "run_prompt.h"
 
 namespace k3::cli {
@@ -52,6 +58,7 @@ struct ChatContext {
   Conversation& conv;
   const GenerateParams& params;
   const ChatSettings& settings;
+  std::atomic<bool>& cancel;  // set by Ctrl-C (cancel_on_sigint)
 };
 
 void report(const GenerateResult& r) {
@@ -66,11 +73,27 @@ void answer(ChatContext& c, const std::string& text) {
     const std::vector<int32_t> ids = c.conv.prompt();
     ChatDisplay display(stdout, isatty(STDOUT_FILENO), c.settings.thinking);
     clear_interrupted();
-    GenerateResult r = c.session.generate(ids, c.params, [&display](std::string_view piece) {
-      display.push(piece);
-      return !interrupted();
-    });
+    c.cancel.store(false);
+    GenerateResult r;
+    try {
+      r = c.session.generate(ids, c.params, [&display](std::string_view piece) {
+        display.push(piece);
+        return !interrupted();
+      });
+    } catch (const Cancelled& e) {  // Ctrl-C during the prefill
+      display.finish();
+      c.conv.drop_last();
+      std::fflush(stdout);
+      std::fprintf(stderr, "[%s; the message is dropped]\n", e.what());
+      return;
+    }
     const chat::ParsedMessage& m = display.finish();
+    if (r.stop == StopReason::cancelled && r.tokens.empty()) {  // Ctrl-C right after the prefill
+      c.conv.drop_last();
+      std::fflush(stdout);
+      std::fprintf(stderr, "[cancelled before the answer began; the message is dropped]\n");
+      return;
+    }
     c.conv.add_answer(ids, r, m);
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -121,11 +144,15 @@ int cmd_chat(int argc, char** argv) {
   const Tokenizer tok = Tokenizer::load(dir);
   const GenerateParams params = generation_params(args, dir, tok);
   const ChatSettings settings = chat_settings(args);
+  warn_if_model_exceeds_memory(dir);
   auto model = Model::load(dir);
   Session session(*model, tok);
   Conversation conv(tok, settings, args.has("system") ? args.str("system") : "");
-  ChatContext ctx{.session = session, .conv = conv, .params = params, .settings = settings};
   install_interrupt_handler();
+  std::atomic<bool>& cancel = cancel_on_sigint();  // after install_interrupt_handler: chains it
+  session.set_cancel_flag(&cancel);
+  ChatContext ctx{
+      .session = session, .conv = conv, .params = params, .settings = settings, .cancel = cancel};
   LineReader input;
   if (isatty(STDIN_FILENO)) {
     std::fprintf(stderr, "k3 chat with %s (seed %llu). /help for commands, /quit to leave.\n",

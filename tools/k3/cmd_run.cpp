@@ -1,5 +1,6 @@
 // k3 run: generate text from a prompt, streamed to stdout piece by piece, with a line of
-// prefill and decode tokens/s on stderr at the end.
+// prefill and decode tokens/s on stderr at the end. Ctrl-C (once the model is loaded) stops
+// within a fraction of a second, also during a long prefill: the output so far stays, exit 130.
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
 #include "model_dir.h"
+#include "resources.h"
 #include "run_prompt.h"
 #include "tokenizer_io.h"
 
@@ -82,27 +84,35 @@ int cmd_run(int argc, char** argv) {
   const ChatSettings settings = chat_settings(args);  // checked with or without --chat
   args.only_with({"system", "raw", "thinking", "effort"}, "chat");
   const std::vector<int32_t> ids = prompt_ids(args, tok, settings);
+  warn_if_model_exceeds_memory(dir);
   auto model = Model::load(dir);
   Session session(*model, tok);
+  session.set_cancel_flag(&cancel_on_sigint());
   std::unique_ptr<ChatDisplay> display;
   if (args.has("chat") && !args.has("raw")) {
     display = std::make_unique<ChatDisplay>(stdout, isatty(STDOUT_FILENO), settings.thinking);
   }
-  GenerateResult r = session.generate(ids, params, [&display](std::string_view piece) {
-    if (display) {
-      display->push(piece);
-    } else {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    }
-    return true;
-  });
+  GenerateResult r;
+  try {
+    r = session.generate(ids, params, [&display](std::string_view piece) {
+      if (display) {
+        display->push(piece);
+      } else {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      }
+      return true;
+    });
+  } catch (const Cancelled& e) {  // Ctrl-C during the prefill: nothing was generated
+    std::fprintf(stderr, "k3 run: %s\n", e.what());
+    return 130;
+  }
   if (display) display->finish();
   if (isatty(STDOUT_FILENO) && !r.text.empty() && r.text.back() != '\n') std::fputc('\n', stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "k3 run: %s; stop: %s; seed %llu\n", timing_line(r).c_str(),
                to_string(r.stop), static_cast<unsigned long long>(params.sampling.seed));
-  return 0;
+  return r.stop == StopReason::cancelled ? 130 : 0;  // 128 + SIGINT, as the shell reports it
 }
 
 }  // namespace k3::cli
