@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/cli_harness.h"
+#include "common/tiny_model.h"
 
 namespace k3::test {
 namespace {
@@ -22,7 +23,6 @@ namespace fs = std::filesystem;
 
 const std::string kTinyConfig = K3_SOURCE_DIR "/tests/data/models/c1_tiny/config.json";
 const std::string kSliceConfig = K3_SOURCE_DIR "/bench/k3-slice-4layer-32experts.json";
-const std::string kModel = K3_SOURCE_DIR "/models/default";
 
 std::vector<std::string> files_in(const std::string& dir) {
   std::vector<std::string> names;
@@ -126,6 +126,8 @@ TEST(InitSafety, CtrlCExits130AndLeavesNoPartialShard) {
 }
 
 TEST(ResourceWarning, RunWarnsWhenTheModelExceedsMemory) {
+  const TempDir dir;
+  const std::string kModel = make_tiny_chat_model(dir);
   const std::string warning = "k3: warning: the model maps ";
   CliResult r =
       run_k3({"run", "-m", kModel, "-p", "hi", "-n", "1"}, "", {{"K3_MEM_BYTES", "1000"}});

@@ -299,3 +299,32 @@ TEST(CliChat, CtrlCStopsTheAnswerNotTheProgramAndAtThePromptLeaves) {
 
 }  // namespace
 }  // namespace k3
+
+namespace k3 {
+namespace {
+
+// Statistics never glue onto the generated text when stdout and stderr share a destination
+// (one file here, as `2>&1 | tee` would), and a context the model cannot address is refused.
+TEST(CliRun, StatisticsOnTheirOwnLineAndContextWithinTheModel) {
+  const std::string m = test::tiny_model_dir();
+  test::TempDir dir;
+  const std::string both = dir.file("both.txt");
+  const std::string cmd = test::shell_quote(K3_CLI_PATH) + " run -m " + test::shell_quote(m) +
+                          " -p Hello -n 6 --seed 3 --ignore-eos >" + test::shell_quote(both) +
+                          " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string text = test::read_file_bytes(both);
+  const size_t at = text.find("k3 run: prefill");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_TRUE(at == 0 || text[at - 1] == '\n') << text;
+
+  const test::CliResult r =
+      test::run_k3({"run", "-m", m, "-p", "Hello", "-n", "2", "-c", "99999999"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("-c 99999999 exceeds the model's max_position_embeddings (4096)"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace k3

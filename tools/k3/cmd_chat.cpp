@@ -161,6 +161,7 @@ int cmd_chat(int argc, char** argv) {
   for (std::string line;;) {
     clear_interrupted();
     const ReadStatus s = input.read(line, "> ", "… ");
+    if (s == ReadStatus::interrupted && input.editing()) continue;  // the line was cleared
     if (s != ReadStatus::line) {
       if (s == ReadStatus::interrupted) std::fputs("\n", stdout);
       break;

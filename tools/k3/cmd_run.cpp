@@ -1,6 +1,7 @@
 // k3 run: generate text from a prompt, streamed to stdout piece by piece, with a line of
 // prefill and decode tokens/s on stderr at the end. Ctrl-C (once the model is loaded) stops
 // within a fraction of a second, also during a long prefill: the output so far stays, exit 130.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -74,6 +75,16 @@ std::vector<int32_t> prompt_ids(const Args& args, const Tokenizer& tok,
 
 }  // namespace
 
+namespace {
+
+bool same_destination() {
+  struct stat out, err;
+  return fstat(STDOUT_FILENO, &out) == 0 && fstat(STDERR_FILENO, &err) == 0 &&
+         out.st_dev == err.st_dev && out.st_ino == err.st_ino;
+}
+
+}  // namespace
+
 int cmd_run(int argc, char** argv) {
   Args args = run_args();
   if (!args.parse(argc, argv)) return 0;
@@ -108,7 +119,10 @@ int cmd_run(int argc, char** argv) {
     return 130;
   }
   if (display) display->finish();
-  if (isatty(STDOUT_FILENO) && !r.text.empty() && r.text.back() != '\n') std::fputc('\n', stdout);
+  // The statistics go to stderr on their own line: end the text's line first when both
+  // streams reach the same terminal, pipe or file.
+  if (!r.text.empty() && r.text.back() != '\n' && (isatty(STDOUT_FILENO) || same_destination()))
+    std::fputc('\n', stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "k3 run: %s; stop: %s; seed %llu\n", timing_line(r).c_str(),
                to_string(r.stop), static_cast<unsigned long long>(params.sampling.seed));

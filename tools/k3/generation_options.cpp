@@ -7,6 +7,7 @@
 #include "common_options.h"
 #include "k3/error.h"
 #include "k3/generation_config.h"
+#include "k3/hparams.h"
 
 namespace k3::cli {
 
@@ -83,6 +84,10 @@ GenerateParams generation_params(const Args& args, const std::string& model_dir,
   g.sampling = sampling_params(args, model_dir);
   g.max_tokens = args.integer("n-predict");
   g.n_ctx = args.integer("ctx-size");
+  // The same limit bench and perplexity apply: a context the model cannot address is an error.
+  const int64_t max_positions = hparams_from_file(model_dir + "/config.json").max_positions;
+  check(g.n_ctx <= max_positions, "-c ", g.n_ctx, " exceeds the model's max_position_embeddings (",
+        max_positions, ")");
   if (!args.has("ignore-eos")) g.stop_ids = tokenizer.stop_ids();
   g.stop_strings = args.all("stop");
   for (const std::string& b : args.all("logit-bias")) g.logit_bias.push_back(parse_logit_bias(b));
