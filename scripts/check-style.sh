@@ -40,6 +40,11 @@ if [ -n "$leaks" ]; then
     "$leaks" >&2
   exit 1
 fi
+# The project stands alone: its docs never point at files outside the repository.
+if outside=$(grep -rnE '\.\./shared|shared/(seeds|golden|tools|k3-spec|DESIGN)' README.md docs); then
+  printf 'check-style: docs point outside the repository:\n%s\n' "$outside" >&2
+  exit 1
+fi
 if command -v clang-format >/dev/null 2>&1; then
   if ! clang-format --dry-run --Werror $files 2>/dev/null; then
     echo "check-style: run clang-format -i on the files above (clang-format --dry-run lists them)" >&2
