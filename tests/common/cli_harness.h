@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,35 @@ inline CliResult run_k3(const std::vector<std::string>& args, const std::string&
   r.out = read_file_bytes(dir.file("out"));
   r.err = read_file_bytes(dir.file("err"));
   return r;
+}
+
+// A k3 process started in the background with a pipe as standard input and files for its
+// outputs (for tests that signal it or feed it slowly). Close `in` to send EOF.
+struct SpawnedK3 {
+  pid_t pid = -1;
+  int in = -1;  // the child's stdin
+};
+
+inline SpawnedK3 spawn_k3(const std::vector<std::string>& args, const std::string& out,
+                          const std::string& err) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("spawn_k3: pipe failed");
+  SpawnedK3 c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(fds[0], 0);
+    close(fds[1]);
+    if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr))
+      _exit(126);
+    std::vector<char*> argv = {const_cast<char*>(K3_CLI_PATH)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(K3_CLI_PATH, argv.data());
+    _exit(127);
+  }
+  close(fds[0]);
+  c.in = fds[1];
+  return c;
 }
 
 }  // namespace k3::test

@@ -15,21 +15,13 @@
 #include "core/error.h"
 #include "k3/k3.h"
 #include "k3/npy.h"
+#include "model/golden_cases.h"
 
 namespace k3 {
 namespace {
 namespace fs = std::filesystem;
 
-std::vector<std::string> case_dirs() {
-  std::vector<std::string> dirs;
-  for (const char* root : {K3_SOURCE_DIR "/tests/data/models", K3_PUBLIC_GOLDEN_DIR}) {
-    for (const auto& e : fs::directory_iterator(root)) {
-      if (fs::exists(e.path() / "logits_prefill.npy")) dirs.push_back(e.path().string());
-    }
-  }
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
+std::vector<std::string> case_dirs() { return test::golden_case_dirs(); }
 
 using Rows = std::vector<std::vector<float>>;  // one logits row per position
 

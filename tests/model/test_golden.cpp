@@ -13,6 +13,7 @@
 
 #include "k3/k3.h"
 #include "k3/npy.h"
+#include "model/golden_cases.h"
 
 namespace k3 {
 namespace {
@@ -20,16 +21,7 @@ namespace fs = std::filesystem;
 
 constexpr double kTol = 5e-5;
 
-std::vector<std::string> case_dirs() {
-  std::vector<std::string> dirs;
-  for (const char* root : {K3_SOURCE_DIR "/tests/data/models", K3_PUBLIC_GOLDEN_DIR}) {
-    for (const auto& e : fs::directory_iterator(root)) {
-      if (fs::exists(e.path() / "logits_prefill.npy")) dirs.push_back(e.path().string());
-    }
-  }
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
+std::vector<std::string> case_dirs() { return test::golden_case_dirs(); }
 
 std::vector<int64_t> read_ids(const std::string& path) {
   std::ifstream f(path);

@@ -27,35 +27,6 @@ std::string long_text(size_t n) {
   return text;
 }
 
-struct Child {
-  pid_t pid = -1;
-  int in = -1;  // the child's stdin
-};
-
-Child spawn_k3(const std::vector<std::string>& args, const std::string& out,
-               const std::string& err) {
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  Child c;
-  c.pid = fork();
-  if (c.pid == 0) {
-    dup2(fds[0], 0);
-    close(fds[1]);
-    FILE* o = std::freopen(out.c_str(), "w", stdout);
-    FILE* e = std::freopen(err.c_str(), "w", stderr);
-    (void)o;
-    (void)e;
-    std::vector<char*> argv = {const_cast<char*>(K3_CLI_PATH)};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(K3_CLI_PATH, argv.data());
-    _exit(127);
-  }
-  close(fds[0]);
-  c.in = fds[1];
-  return c;
-}
-
 // Waits up to `limit_s` for the child to exit; returns its exit code, or -1 (killed) on timeout.
 int wait_exit_within(pid_t pid, double limit_s, double* took_s) {
   const auto t0 = Clock::now();
@@ -78,9 +49,9 @@ TEST(CliCancel, CtrlCDuringALongRunPrefillExits130WithinASecond) {
   test::TempDir dir;
   const std::string prompt = dir.write("long.txt", long_text(3500));
   const std::string out = dir.file("out"), err = dir.file("err");
-  Child c = spawn_k3({"run", "-m", tiny_model_dir(), "-f", prompt, "-c", "4096", "-n", "500",
-                      "--ignore-eos", "-t", "1"},
-                     out, err);
+  test::SpawnedK3 c = test::spawn_k3({"run", "-m", tiny_model_dir(), "-f", prompt, "-c", "4096",
+                                      "-n", "500", "--ignore-eos", "-t", "1"},
+                                     out, err);
   close(c.in);
   usleep(300000);
   kill(c.pid, SIGINT);
@@ -108,8 +79,8 @@ bool wait_for_text(const std::string& path, const std::string& text, double limi
 TEST(CliCancel, CtrlCDuringAChatPrefillDropsTheMessageAndTheChatGoesOn) {
   test::TempDir dir;
   const std::string out = dir.file("out"), err = dir.file("err"), saved = dir.file("c.json");
-  Child c =
-      spawn_k3({"chat", "-m", tiny_model_dir(), "-c", "4096", "-n", "4", "-t", "1"}, out, err);
+  test::SpawnedK3 c = test::spawn_k3(
+      {"chat", "-m", tiny_model_dir(), "-c", "4096", "-n", "4", "-t", "1"}, out, err);
   auto send = [&c](const std::string& text) {
     ASSERT_EQ(write(c.in, text.data(), text.size()), static_cast<ssize_t>(text.size()));
   };

@@ -226,37 +226,7 @@ TEST(CliChat, ContextOverflowIsReportedAndTheChatGoesOn) {
 namespace k3 {
 namespace {
 
-// Starts k3 with a pipe as standard input and files for the outputs.
-struct Child {
-  pid_t pid = -1;
-  int in = -1;
-};
-
-Child spawn_k3(const std::vector<std::string>& args, const std::string& out,
-               const std::string& err) {
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  Child c;
-  c.pid = fork();
-  if (c.pid == 0) {
-    dup2(fds[0], 0);
-    close(fds[1]);
-    FILE* o = std::freopen(out.c_str(), "w", stdout);
-    FILE* e = std::freopen(err.c_str(), "w", stderr);
-    (void)o;
-    (void)e;
-    std::vector<char*> argv = {const_cast<char*>(K3_CLI_PATH)};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(K3_CLI_PATH, argv.data());
-    _exit(127);
-  }
-  close(fds[0]);
-  c.in = fds[1];
-  return c;
-}
-
-void send(const Child& c, const std::string& text) {
+void send(const test::SpawnedK3& c, const std::string& text) {
   ASSERT_EQ(write(c.in, text.data(), text.size()), static_cast<ssize_t>(text.size()));
 }
 
@@ -270,7 +240,7 @@ bool wait_for_output(const std::string& path, size_t size) {
   return false;
 }
 
-int wait_exit(const Child& c) {
+int wait_exit(const test::SpawnedK3& c) {
   close(c.in);
   int status = 0;
   waitpid(c.pid, &status, 0);
@@ -280,8 +250,8 @@ int wait_exit(const Child& c) {
 TEST(CliChat, CtrlCStopsTheAnswerNotTheProgramAndAtThePromptLeaves) {
   test::TempDir dir;
   const std::string out = dir.file("out"), err = dir.file("err"), saved = dir.file("c.json");
-  Child c =
-      spawn_k3({"chat", "-m", tiny_model_dir(), "--ignore-eos", "-c", "4096", "-t", "1"}, out, err);
+  test::SpawnedK3 c = test::spawn_k3(
+      {"chat", "-m", tiny_model_dir(), "--ignore-eos", "-c", "4096", "-t", "1"}, out, err);
   send(c, "Tell me a very long story\n");
   ASSERT_TRUE(wait_for_output(out, 0)) << "no answer started";
   kill(c.pid, SIGINT);  // during the answer: stops it
