@@ -40,6 +40,14 @@ void check(bool cond, const Args&... args) {
   if (!cond) fail(args...);
 }
 
+// K3_CHECK(cond, "message parts"...): like check(), but the message parts are evaluated only
+// when cond is false. Use it when a part is costly or recursive (a JSON value's dump()), so the
+// passing path does no such work.
+#define K3_CHECK(cond, ...)               \
+  do {                                    \
+    if (!(cond)) ::k3::fail(__VA_ARGS__); \
+  } while (false)
+
 // Thrown when work is stopped through a cancel flag (Engine/Sequence/Session::set_cancel_flag,
 // e.g. set by Ctrl-C). A k3::Error, so code that catches Error still catches it.
 class Cancelled : public Error {

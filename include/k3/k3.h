@@ -2,6 +2,7 @@
 // Nothing here uses CUDA, HTTP or JSON library types; errors are thrown as k3::Error.
 //   error.h              k3::Error and the cat/check/fail helpers
 //   hparams.h            HParams: a validated config.json (hparams_from_file)
+//   json_depth.h         the nesting-depth limit for untrusted JSON
 //   model.h              Model::load, Sequence (one sequence), threads
 //   engine.h             Engine, Batch, sequences and snapshots over a budgeted state pool
 //   tokenizer.h          Tokenizer (K3's tiktoken BPE + specials), StreamDecoder, UTF-8 check
@@ -24,6 +25,7 @@
 #include "k3/hparams.h"
 #include "k3/init.h"
 #include "k3/inspect.h"
+#include "k3/json_depth.h"
 #include "k3/model.h"
 #include "k3/npy.h"
 #include "k3/perplexity.h"

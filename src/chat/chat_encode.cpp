@@ -3,6 +3,7 @@
 
 #include "chat/chat_render.h"
 #include "core/error.h"
+#include "k3/json_depth.h"
 
 namespace k3::chat {
 
@@ -143,6 +144,7 @@ EncodedChat encode_chat(const Tokenizer& tok, const Json& request, const Options
 
 std::vector<int32_t> encode_chat_json(const Tokenizer& tok, std::string_view request_json,
                                       const Options& options) {
+  check_json_depth(request_json, "chat request");
   const Json request = Json::parse(request_json, nullptr, false);
   check(!request.is_discarded(), "chat request: not valid JSON (UTF-8 JSON text expected)");
   return encode_chat(tok, request, options).ids;

@@ -4,6 +4,7 @@
 
 #include "chat/chat_render.h"
 #include "core/error.h"
+#include "k3/json_depth.h"
 #include "tokenizer/unicode_classes.h"
 #include "tokenizer/utf8.h"
 
@@ -33,8 +34,8 @@ void render_content(SegmentWriter& w, const Json* content, const std::string& wh
     w.plain(content->get_ref<const std::string&>());
     return;
   }
-  check(content->is_array(), kPrefix, where, ": expected a string, null or a list of parts, found ",
-        content->type_name());
+  K3_CHECK(content->is_array(), kPrefix, where,
+           ": expected a string, null or a list of parts, found ", content->type_name());
   for (size_t i = 0; i < content->size(); ++i) {
     const Json& part = (*content)[i];
     const std::string at = cat(where, "[", i, "]");
@@ -46,8 +47,8 @@ void render_content(SegmentWriter& w, const Json* content, const std::string& wh
       continue;
     }
     const Json* text = find(part, "text");
-    check(text && text->is_string(), kPrefix, at, ": a part of type ", type.dump(),
-          " needs a string \"text\"");
+    K3_CHECK(text && text->is_string(), kPrefix, at, ": a part of type ", type.dump(),
+             " needs a string \"text\"");
     w.plain(text->get_ref<const std::string&>());
   }
 }
@@ -88,23 +89,26 @@ Arguments normalize_arguments(const Json* args, const std::string& where) {
     out.object = *args;
     return out;
   }
-  check(args->is_string(), kPrefix, where,
-        ": expected a JSON object or a string holding one, found ", args->type_name());
+  K3_CHECK(args->is_string(), kPrefix, where,
+           ": expected a JSON object or a string holding one, found ", args->type_name());
   const std::string& text = args->get_ref<const std::string&>();
   if (is_blank(text)) return out;
+  if (json_too_deep_at(text) != std::string_view::npos) {
+    fail(kPrefix, where, ": arguments nested deeper than ", kMaxJsonDepth, " levels");
+  }
   Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
     out.raw = text;
     return out;
   }
-  check(parsed.is_object(), kPrefix, where, ": the arguments are JSON but not an object (",
-        parsed.type_name(), ")");
+  K3_CHECK(parsed.is_object(), kPrefix, where, ": the arguments are JSON but not an object (",
+           parsed.type_name(), ")");
   out.object = std::move(parsed);
   return out;
 }
 
 void render_tool_call(SegmentWriter& w, const Json& call, size_t index, const std::string& where) {
-  check(call.is_object(), kPrefix, where, ": expected an object, found ", call.type_name());
+  K3_CHECK(call.is_object(), kPrefix, where, ": expected an object, found ", call.type_name());
   const Json* function = find(call, "function");
   check(!function || function->is_object(), kPrefix, where, ".function: expected an object");
   const Json& fn = function ? *function : call;
@@ -146,8 +150,8 @@ void render_assistant(SegmentWriter& w, const Json& m, const std::string& where,
   w.close_tag("response");
   const Json* calls = find(m, "tool_calls");
   if (truthy(calls)) {
-    check(calls->is_array(), kPrefix, where, ".tool_calls: expected a list, found ",
-          calls->type_name());
+    K3_CHECK(calls->is_array(), kPrefix, where, ".tool_calls: expected a list, found ",
+             calls->type_name());
     w.open_tag("tools");
     for (size_t i = 0; i < calls->size(); ++i) {
       render_tool_call(w, (*calls)[i], i + 1, cat(where, ".tool_calls[", i, "]"));
@@ -179,7 +183,7 @@ std::string tool_name(const Json& m, const std::string& where, const RenderState
 std::string py_str(const Json& value, const std::string& where) {
   if (value.is_string()) return value.get<std::string>();
   if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
-  check(value.is_number(), kPrefix, where, ": expected a string, found ", value.type_name());
+  K3_CHECK(value.is_number(), kPrefix, where, ": expected a string, found ", value.type_name());
   return py_dumps(value, JsonSeparators::compact);
 }
 
@@ -197,7 +201,7 @@ bool is_blank(std::string_view text) {
 }
 
 void render_message(SegmentWriter& w, const Json& m, const std::string& where, RenderState& state) {
-  check(m.is_object(), kPrefix, where, ": expected a message object, found ", m.type_name());
+  K3_CHECK(m.is_object(), kPrefix, where, ": expected a message object, found ", m.type_name());
   const Json* role_field = find(m, "role");
   check(role_field && role_field->is_string(), kPrefix, where, ".role: expected a string");
   const std::string& role = role_field->get_ref<const std::string&>();

@@ -4,6 +4,7 @@
 
 #include "chat/chat_render.h"
 #include "core/error.h"
+#include "k3/json_depth.h"
 
 namespace k3::chat::detail {
 
@@ -178,7 +179,7 @@ void ParseMachine::open(std::string_view header) {
   fresh_ = false;
   if (frame.tag == "call") {
     if (call_) problem("<call> opened inside a <call>");
-    call_.emplace();
+    call_ = Call();  // not emplace(): clang 14 rejects it for a nested type with member defaults
     call_->name = attr(frame.attrs, "tool", "");
   } else if (frame.tag == "argument") {
     if (!call_) problem("<argument> outside a <call>");
@@ -226,7 +227,12 @@ void ParseMachine::finalize(const Frame& frame, ParseDelta& delta) {
     if (!call_) return;
     Json value = arg.value;
     if (!arg.type.empty() && arg.type != "string") {
-      value = Json::parse(arg.value, nullptr, /*allow_exceptions=*/false);
+      // Too deep to print back safely counts as invalid: kept as the string it was.
+      if (json_too_deep_at(arg.value) == std::string_view::npos) {
+        value = Json::parse(arg.value, nullptr, /*allow_exceptions=*/false);
+      } else {
+        value = Json(Json::value_t::discarded);
+      }
       if (value.is_discarded()) {
         problem(cat("argument \"", arg.key, "\" of type ", arg.type,
                     " is not valid JSON; kept as a string"));

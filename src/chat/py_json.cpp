@@ -5,6 +5,9 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.h"
+#include "k3/json_depth.h"
+
 namespace k3::chat {
 
 namespace {
@@ -39,7 +42,14 @@ std::string py_float(double v) {
   return sign + mantissa + "e" + (shown < 0 ? "-" : "+") + exp_digits;
 }
 
-void dump_to(const Json& v, JsonSeparators seps, std::string& out) {
+// Values built from parsed text are at most kMaxJsonDepth deep (k3/json_depth.h); the check
+// keeps the recursion bounded for values built any other way too.
+void check_depth(int depth) {
+  check(depth <= kMaxJsonDepth, "JSON value nested deeper than ", kMaxJsonDepth, " levels");
+}
+
+void dump_to(const Json& v, JsonSeparators seps, std::string& out, int depth) {
+  if (v.is_structured()) check_depth(depth);
   const char* item_sep = seps == JsonSeparators::compact ? "," : ", ";
   const char* key_sep = seps == JsonSeparators::compact ? ":" : ": ";
   switch (v.type()) {
@@ -51,7 +61,7 @@ void dump_to(const Json& v, JsonSeparators seps, std::string& out) {
         first = false;
         out += Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
         out += key_sep;
-        dump_to(item, seps, out);
+        dump_to(item, seps, out, depth + 1);
       }
       out += '}';
       return;
@@ -60,7 +70,7 @@ void dump_to(const Json& v, JsonSeparators seps, std::string& out) {
       out += '[';
       for (size_t i = 0; i < v.size(); ++i) {
         if (i) out += item_sep;
-        dump_to(v[i], seps, out);
+        dump_to(v[i], seps, out, depth + 1);
       }
       out += ']';
       return;
@@ -77,14 +87,17 @@ void dump_to(const Json& v, JsonSeparators seps, std::string& out) {
 
 std::string py_dumps(const Json& value, JsonSeparators separators) {
   std::string out;
-  dump_to(value, separators, out);
+  dump_to(value, separators, out, 0);
   return out;
 }
 
-Json deep_sorted(const Json& value) {
+namespace {
+
+Json deep_sorted_at(const Json& value, int depth) {
+  if (value.is_structured()) check_depth(depth);
   if (value.is_array()) {
     Json out = Json::array();
-    for (const Json& item : value) out.push_back(deep_sorted(item));
+    for (const Json& item : value) out.push_back(deep_sorted_at(item, depth + 1));
     return out;
   }
   if (!value.is_object()) return value;
@@ -92,8 +105,12 @@ Json deep_sorted(const Json& value) {
   for (const auto& [key, item] : value.items()) keys.push_back(key);
   std::sort(keys.begin(), keys.end());
   Json out = Json::object();
-  for (const std::string& key : keys) out[key] = deep_sorted(value.at(key));
+  for (const std::string& key : keys) out[key] = deep_sorted_at(value.at(key), depth + 1);
   return out;
 }
+
+}  // namespace
+
+Json deep_sorted(const Json& value) { return deep_sorted_at(value, 0); }
 
 }  // namespace k3::chat

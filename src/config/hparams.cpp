@@ -13,6 +13,7 @@
 
 #include "config/hparams_json.h"
 #include "core/error.h"
+#include "k3/json_depth.h"
 
 namespace k3 {
 namespace {
@@ -28,7 +29,9 @@ constexpr int64_t kMaxLayers = int64_t{1} << 16;
 constexpr int64_t kMaxPositions = int64_t{1} << 40;
 constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
 constexpr int64_t kMaxParams = int64_t{1} << 50;
-constexpr int64_t kMaxTensors = int64_t{1} << 24;
+// 4x the release's tensor count: a config read without a checkpoint (k3 cost --config, k3 init)
+// lists every tensor, a few hundred bytes each. With a checkpoint, its shards bound the counts.
+constexpr int64_t kMaxTensors = int64_t{1} << 21;
 constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
 
 // Saturating arithmetic: an oversized product compares as too large instead of overflowing.
@@ -80,35 +83,36 @@ class Fields {
     const json& v = obj_[key];
     const double d = v.is_number() ? v.get<double>() : 0.0;
     const float f = std::isfinite(d) && std::fabs(d) <= FLT_MAX ? static_cast<float>(d) : 0.0f;
-    check(sign == Sign::positive ? f > 0 : f < 0, where_, ".", key, ": expected a finite ",
-          sign == Sign::positive ? "positive" : "negative", " number (float range), found ",
-          v.dump());
+    K3_CHECK(sign == Sign::positive ? f > 0 : f < 0, where_, ".", key, ": expected a finite ",
+             sign == Sign::positive ? "positive" : "negative", " number (float range), found ",
+             v.dump());
     return f;
   }
   bool boolean(const char* key, bool dflt) const {
     if (!has(key)) return dflt;
     const json& v = obj_[key];
-    check(v.is_boolean(), where_, ".", key, ": expected true/false, found ", v.dump());
+    K3_CHECK(v.is_boolean(), where_, ".", key, ": expected true/false, found ", v.dump());
     return v.get<bool>();
   }
   std::string string(const char* key, const std::string& dflt) const {
     if (!has(key)) return dflt;
     const json& v = obj_[key];
-    check(v.is_string(), where_, ".", key, ": expected a string, found ", v.dump());
+    K3_CHECK(v.is_string(), where_, ".", key, ": expected a string, found ", v.dump());
     return v.get<std::string>();
   }
   const json& object(const char* key) const {
     const json& v = required(key);
-    check(v.is_object(), where_, ".", key, ": expected an object, found ", v.dump());
+    K3_CHECK(v.is_object(), where_, ".", key, ": expected an object, found ", v.dump());
     return v;
   }
   std::vector<int64_t> int_list(const char* key) const {
     std::vector<int64_t> out;
     if (!has(key)) return out;
     const json& v = obj_[key];
-    check(v.is_array(), where_, ".", key, ": expected a list of layer numbers, found ", v.dump());
+    K3_CHECK(v.is_array(), where_, ".", key, ": expected a list of layer numbers, found ",
+             v.dump());
     for (const json& e : v) {
-      check(e.is_number_integer(), where_, ".", key, ": expected integers, found ", e.dump());
+      K3_CHECK(e.is_number_integer(), where_, ".", key, ": expected integers, found ", e.dump());
       out.push_back(e.is_number_unsigned() && e.get<uint64_t>() > uint64_t{kNoLimit}
                         ? kNoLimit
                         : e.get<int64_t>());
@@ -128,8 +132,8 @@ class Fields {
     const bool fits = v.is_number_integer() &&
                       !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{kNoLimit});
     const int64_t x = fits ? v.get<int64_t>() : 0;
-    check(fits && x >= lo && x <= hi, where_, ".", key, ": expected ", expected, ", found ",
-          v.dump());
+    K3_CHECK(fits && x >= lo && x <= hi, where_, ".", key, ": expected ", expected, ", found ",
+             v.dump());
     return x;
   }
   const json& obj_;
@@ -310,7 +314,7 @@ ExpertFormat expert_format(const json& top, const json& text, const std::string&
   const std::string where =
       source + (at_top ? ": " : ": text_config.") + std::string("quantization_config");
   const json& q = holder["quantization_config"];
-  check(q.is_object(), where, ": expected an object, found ", q.dump());
+  K3_CHECK(q.is_object(), where, ": expected an object, found ", q.dump());
   Fields f(q, where);
   const std::string method = f.string("quant_method", ""), format = f.string("format", "");
   check(method == "compressed-tensors" && format == "mxfp4-pack-quantized", where,
@@ -336,15 +340,20 @@ class SizeBudget {
   explicit SizeBudget(std::string where) : where_(std::move(where)) {}
 
   // `copies` of [rows, cols], stored as `per_copy` tensors each; `what` names the tensor and the
-  // fields that size it.
-  void add(const char* what, int64_t rows, int64_t cols, int64_t copies, int64_t per_copy = 1) {
-    if (copies == 0) return;
+  // fields that size it. Stored as BF16 at least (2 bytes per element), or as MXFP4 (17 bytes
+  // per 32 elements: 16 of packed nibbles, one scale).
+  void add(const char* what, int64_t rows, int64_t cols, int64_t copies, int64_t per_copy = 1,
+           bool mxfp4 = false) {
     const int64_t n = sat_mul(rows, cols);
+    if (copies == 0 || n == 0) return;  // not declared (no shared experts, no dense layers)
     check(n <= kMaxTensorElements, where_, ": ", what, " would have ", count_str(n),
           " elements, more than the limit of ", kMaxTensorElements, " per tensor");
     params_ = sat_add(params_, sat_mul(n, copies));
     tensors_ = sat_add(tensors_, sat_mul(per_copy, copies));
+    const int64_t bytes = mxfp4 ? n / 32 * 17 : sat_mul(n, 2);
+    min_bytes_ = sat_add(min_bytes_, sat_mul(bytes, copies));
   }
+  ImpliedSize implied() const { return {tensors_, min_bytes_}; }
   void finish() const {
     check(params_ <= kMaxParams, where_, ": the config implies ", count_str(params_),
           " parameters, more than the limit of ", kMaxParams,
@@ -355,10 +364,10 @@ class SizeBudget {
 
  private:
   std::string where_;
-  int64_t params_ = 0, tensors_ = 0;
+  int64_t params_ = 0, tensors_ = 0, min_bytes_ = 0;
 };
 
-void check_sizes(const HParams& hp, const std::string& w) {
+SizeBudget budget_of(const HParams& hp, const std::string& w) {
   const int64_t d = hp.d_model, n_kda = hp.n_layers_of(AttnKind::kda);
   const int64_t n_mla = hp.n_layers_of(AttnKind::mla);
   int64_t n_moe = 0;
@@ -377,7 +386,8 @@ void check_sizes(const HParams& hp, const std::string& w) {
   // f_b_proj [P, K] has the size of the recurrent state S [H, K, K] too.
   b.add("KDA f_b_proj/state [num_heads*head_dim, head_dim]", P, K, n_kda);
   b.add("KDA b_proj [linear_attn_config.num_heads, hidden_size]", k.n_head, d, n_kda);
-  b.add("KDA A_log/dt_bias/o_norm", 1, std::max(k.n_head, K) + P + K, n_kda, 3);
+  // A_log at its smallest accepted form [num_heads] (official: padded to head_dim).
+  b.add("KDA A_log/dt_bias/o_norm", 1, k.n_head + P + K, n_kda, 3);
 
   const MlaHParams& a = hp.mla;
   const int64_t H = a.n_head;
@@ -395,7 +405,8 @@ void check_sizes(const HParams& hp, const std::string& w) {
   b.add("dense FFN gate/up/down_proj [intermediate_size, hidden_size]", hp.d_ff, d, 3 * n_dense);
   const MoeHParams& m = hp.moe;
   if (m.n_expert > 0) {
-    b.add("MoE gate [num_experts, hidden_size]", m.n_expert + 1, d, n_moe, 2);
+    b.add("MoE gate [num_experts, hidden_size]", m.n_expert, d, n_moe);
+    b.add("MoE gate bias [num_experts]", 1, m.n_expert, n_moe);
     b.add("MoE latent projections [routed_expert_hidden_size, hidden_size]", m.d_latent, d,
           2 * n_moe);
     b.add("MoE latent norm [routed_expert_hidden_size]", 1, m.d_latent, n_moe);
@@ -403,9 +414,9 @@ void check_sizes(const HParams& hp, const std::string& w) {
           sat_mul(m.n_shared, m.d_expert), d, 3 * n_moe);
     b.add("MoE routed experts [moe_intermediate_size, routed_expert_hidden_size] x num_experts",
           m.d_expert, m.d_latent, sat_mul(3 * m.n_expert, n_moe),
-          m.expert_format == ExpertFormat::mxfp4 ? 2 : 1);
+          m.expert_format == ExpertFormat::mxfp4 ? 2 : 1, m.expert_format == ExpertFormat::mxfp4);
   }
-  b.finish();
+  return b;
 }
 
 }  // namespace
@@ -418,9 +429,9 @@ int64_t HParams::n_layers_of(AttnKind k) const {
 
 // Every field is checked where it is read, before any later field or derived size uses it.
 HParams hparams_from_json(const json& top, const std::string& source) {
-  check(top.is_object(), source, ": expected a JSON object, found ", top.type_name());
+  K3_CHECK(top.is_object(), source, ": expected a JSON object, found ", top.type_name());
   const json& text = top.contains("text_config") ? top["text_config"] : top;
-  check(text.is_object(), source, ": text_config must be an object, found ", text.type_name());
+  K3_CHECK(text.is_object(), source, ": text_config must be an object, found ", text.type_name());
   warn_unknown_fields(top, text, source);
   Fields t(text, source + ": text_config");
   HParams hp;
@@ -512,15 +523,18 @@ HParams hparams_from_json(const json& top, const std::string& source) {
   check(!any_dense || hp.d_ff > 0, t.where(),
         ".intermediate_size: expected a positive integer for the dense FFN layers, found ",
         hp.d_ff);
-  check_sizes(hp, t.where());
+  budget_of(hp, t.where()).finish();
   return hp;
 }
+
+ImpliedSize implied_size(const HParams& hp) { return budget_of(hp, "config").implied(); }
 
 HParams hparams_from_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   check(f.good(), "cannot open ", path);
   const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   check(!f.bad(), "cannot read ", path);
+  check_json_depth(text, path);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -533,6 +547,12 @@ HParams hparams_from_file(const std::string& path) {
     if (colon != std::string::npos) detail = detail.substr(colon + 2);
     fail(path, ":", text_line_column(text, e.byte > 0 ? e.byte - 1 : 0),
          ": JSON syntax error: ", detail, " (not valid JSON)");
+  } catch (const nlohmann::json::exception& e) {
+    // Valid syntax the parser still refuses: a number too large for a double (1e705).
+    std::string detail = e.what();
+    const size_t tag_end = detail.find("] ");
+    if (tag_end != std::string::npos) detail = detail.substr(tag_end + 2);
+    fail(path, ": ", detail, " (not a usable JSON number)");
   }
   return hparams_from_json(j, path);
 }

@@ -22,6 +22,16 @@ using ConfigWarningSink = std::function<void(const std::string& message)>;
 // "k3: warning: <message>" to stderr, each distinct message once per process.
 ConfigWarningSink set_config_warning_sink(ConfigWarningSink sink);
 
+// What a validated config implies its checkpoint holds: the number of tensors and a lower bound
+// on their bytes (every tensor at its smallest accepted dtype). A checkpoint's shards must hold
+// at least as much; comparing first keeps a tiny file with a huge config from building a
+// per-layer x expert table of millions of entries.
+struct ImpliedSize {
+  int64_t tensors = 0;
+  int64_t min_bytes = 0;  // saturates at INT64_MAX
+};
+ImpliedSize implied_size(const HParams& hp);
+
 // The 1-based "line:column" of byte `offset` (0-based) in `text`; columns count bytes.
 std::string text_line_column(const std::string& text, size_t offset);
 

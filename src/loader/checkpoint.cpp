@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "config/hparams_json.h"
 #include "core/error.h"
+#include "k3/json_depth.h"
 #include "loader/tensor_table.h"
 
 namespace k3 {
@@ -18,7 +21,9 @@ namespace {
 std::map<std::string, std::string> read_index(const std::string& path) {
   std::ifstream f(path);
   check(f.good(), "cannot open ", path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  check_json_depth(text, path);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   check(!j.is_discarded() && j.is_object(), path, ": not valid JSON");
   check(j.contains("weight_map") && j["weight_map"].is_object(), path,
         ": missing the 'weight_map' object");
@@ -53,7 +58,28 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   check(fs::exists(config), dir, ": no config.json");
   hp_ = hparams_from_file(config);
   open_shards();
+  check_counts_fit();
   validate();
+}
+
+// Before the name table is built: a config whose layer and expert counts imply far more tensors
+// or bytes than the shards hold cannot match, and its table could be millions of entries. A
+// small shortfall is left to validate(), which names each missing or mis-shaped tensor.
+void Checkpoint::check_counts_fit() const {
+  const ImpliedSize need = implied_size(hp_);
+  uint64_t have_bytes = 0;
+  for (const auto& f : files_) have_bytes += f->data_bytes();
+  const auto have_tensors = static_cast<int64_t>(by_name_.size());
+  if (need.tensors > 2 * have_tensors + 1024) {
+    fail(dir_, ": config.json implies ", need.tensors, " tensors (num_hidden_layers ", hp_.n_layer,
+         ", num_experts ", hp_.moe.n_expert, "), but the shards hold only ", have_tensors,
+         ": check num_hidden_layers and num_experts");
+  }
+  if (static_cast<uint64_t>(need.min_bytes) > 2 * have_bytes + (uint64_t{1} << 20)) {
+    fail(dir_, ": config.json implies at least ", need.min_bytes,
+         " bytes of weights, but the shards hold only ", have_bytes,
+         " bytes of tensor data: check the widths, num_hidden_layers and num_experts");
+  }
 }
 
 void Checkpoint::open_shards() {

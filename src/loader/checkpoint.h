@@ -28,6 +28,7 @@ class Checkpoint {
 
  private:
   void open_shards();
+  void check_counts_fit() const;
   void validate() const;
 
   std::string dir_;

@@ -1,9 +1,11 @@
 #include "loader/safetensors.h"
 
 #include <cstring>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "k3/json_depth.h"
 
 namespace k3 {
 
@@ -43,8 +45,8 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, const u
   t.dtype = parse_dtype(e["dtype"].get<std::string>(), where);
   check(e["shape"].is_array(), where, ": shape must be a list");
   for (const auto& d : e["shape"]) {
-    check(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), where,
-          ": bad dimension ", d.dump());
+    K3_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), where,
+             ": bad dimension ", d.dump());
     t.shape.push_back(d.get<int64_t>());
   }
   const auto& off = e["data_offsets"];
@@ -57,12 +59,12 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, const u
   // Overflow-safe size: a hostile shape must not wrap around to a size that looks right.
   uint64_t want = dtype_size(t.dtype);
   for (int64_t d : t.shape) {
-    check(d == 0 || want <= (uint64_t{1} << 62) / static_cast<uint64_t>(d), where, ": shape ",
-          t.shape_str(), " is too large");
+    K3_CHECK(d == 0 || want <= (uint64_t{1} << 62) / static_cast<uint64_t>(d), where, ": shape ",
+             t.shape_str(), " is too large");
     want *= static_cast<uint64_t>(d);
   }
-  check(end - begin == want, where, ": holds ", end - begin, " bytes but ", dtype_name(t.dtype),
-        " ", t.shape_str(), " needs ", want);
+  K3_CHECK(end - begin == want, where, ": holds ", end - begin, " bytes but ", dtype_name(t.dtype),
+           " ", t.shape_str(), " needs ", want);
   t.data = base + begin;
   t.nbytes = end - begin;
   return t;
@@ -79,14 +81,33 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   std::memcpy(&n, p, 8);
   check(n <= size - 8, path, ": header length ", n, " exceeds the file size ", size,
         " (truncated or not a safetensors file)");
+  check_json_depth({reinterpret_cast<const char*>(p + 8), n}, path + ": header");
   nlohmann::json header = nlohmann::json::parse(p + 8, p + 8 + n, nullptr, false);
   check(!header.is_discarded() && header.is_object(), path,
         ": corrupt safetensors header (not a JSON object)");
   const uint8_t* base = p + 8 + n;
   size_t data_size = size - 8 - n;
+  data_bytes_ = data_size;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     tensors_.emplace(it.key(), parse_entry(it.key(), it.value(), base, data_size, path));
+  }
+  copy_misaligned();
+}
+
+void SafetensorsFile::copy_misaligned() {
+  size_t copied = 0, bytes = 0;
+  for (auto& [name, t] : tensors_) {
+    if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0) continue;
+    auto& copy = aligned_copies_.emplace_back(new uint64_t[(t.nbytes + 7) / 8]);
+    std::memcpy(copy.get(), t.data, t.nbytes);
+    t.data = reinterpret_cast<const uint8_t*>(copy.get());
+    ++copied;
+    bytes += t.nbytes;
+  }
+  if (copied > 0) {
+    std::cerr << "k3: note: " << path() << ": copied " << copied << " tensor(s), " << bytes
+              << " bytes, stored at offsets not aligned to their element size\n";
   }
 }
 

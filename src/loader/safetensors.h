@@ -1,6 +1,8 @@
 // Safetensors reading (spec §9.1): u64 LE header length N, N bytes of JSON
 // {name: {dtype, shape, data_offsets: [begin, end)}} with offsets relative to byte 8+N, then data.
-// Tensors point into the memory-mapped file: nothing is copied.
+// Tensors point into the memory-mapped file: nothing is copied, except a tensor whose bytes sit
+// at an offset not aligned to its element size (legal in the format: the header length is free),
+// which is copied once into aligned memory so every 16/32-bit load is aligned (a note says so).
 #pragma once
 
 #include <cstdint>
@@ -34,10 +36,15 @@ class SafetensorsFile {
   explicit SafetensorsFile(const std::string& path);
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::string& path() const { return file_->path(); }
+  size_t data_bytes() const { return data_bytes_; }  // the data section after the header
 
  private:
+  void copy_misaligned();
+
   std::unique_ptr<MappedFile> file_;
   std::map<std::string, TensorInfo> tensors_;
+  std::vector<std::unique_ptr<uint64_t[]>> aligned_copies_;  // 8-byte aligned
+  size_t data_bytes_ = 0;
 };
 
 std::string shape_str(const std::vector<int64_t>& shape);

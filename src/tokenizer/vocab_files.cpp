@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "k3/json_depth.h"
 
 namespace k3::tok {
 
@@ -207,6 +208,7 @@ void read_added_tokens(const json& decoder, const std::string& path, int32_t voc
 
 SpecialConfig read_tokenizer_config(const std::string& path, int32_t vocab_base) {
   std::string data = read_file(path);
+  check_json_depth(data, path);
   json config = json::parse(data, nullptr, /*allow_exceptions=*/false);
   check(!config.is_discarded(), path, ": not valid JSON");
   check(config.is_object(), path, ": expected a JSON object at the top level");

@@ -96,6 +96,9 @@ class PtyChat {
 };
 
 TEST(ChatLineEditing, ArrowsHistoryCtrlCAndCtrlD) {
+#ifndef K3_HAVE_LIBEDIT
+  GTEST_SKIP() << "k3 was built without libedit (pkg-config libedit not found): no line editing";
+#endif
   const TempDir dir;
   const std::string model = make_tiny_chat_model(dir);
   const std::string history = dir.file("chat_history");

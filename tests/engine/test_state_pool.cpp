@@ -514,17 +514,18 @@ TEST_F(StatePoolTest, StaleAndWrongKindIdsThrow) {
   for (SeqId bad : {a, SeqId{-1}, SeqId{12345}, SeqId{INT64_MAX}}) {
     for (const Ops* ops : {&seq_ops, &snap_ops, &query_ops}) {
       for (const auto& [name, op] : *ops) {
-        expect_error([&] { op(bad); }, {name, "unknown", std::to_string(bad)});
+        expect_error([&, &op = op] { op(bad); }, {name, "unknown", std::to_string(bad)});
       }
     }
     EXPECT_FALSE(pool.is_live(bad));
   }
   const SnapshotId snap = pool.snapshot(b);
   for (const auto& [name, op] : seq_ops) {
-    expect_error([&] { op(snap); }, {name, "id " + std::to_string(snap), "is a snapshot, not a"});
+    expect_error([&, &op = op] { op(snap); },
+                 {name, "id " + std::to_string(snap), "is a snapshot, not a"});
   }
   for (const auto& [name, op] : snap_ops) {
-    expect_error([&] { op(b); }, {name, "is a sequence, not a snapshot"});
+    expect_error([&, &op = op] { op(b); }, {name, "is a sequence, not a snapshot"});
   }
   pool.drop(snap);
   expect_error([&] { pool.drop(snap); }, {"unknown snapshot"});

@@ -245,6 +245,95 @@ TEST_F(BadInput, NegativeTokenId) { expect_error({"token id -1", "vocabulary"}, 
 
 TEST_F(BadInput, MalformedIdList) { expect_error({"--ids", "'x' is not an integer"}, "1,x"); }
 
+// Issue 9, bug 4: JSON nested 100,000 deep used to overflow the stack (SIGSEGV) while a passing
+// check printed it; now the depth is limited before parsing.
+const std::string kDeepJson = std::string(100000, '[') + std::string(100000, ']');
+
+TEST_F(BadInput, DeeplyNestedHeaderJson) {
+  const std::string name = kLayer0 + "input_layernorm.weight";
+  edit_header([&](json& h) { h[name]["shape"] = "PLACEHOLDER"; });
+  std::ifstream in(dir_ / kShard, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string header = bytes.substr(8, n);
+  header.replace(header.find("\"PLACEHOLDER\""), 13, kDeepJson);
+  const uint64_t m = header.size();
+  std::ofstream out(dir_ / kShard, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(&m), 8);
+  out << header << bytes.substr(8 + n);
+  out.close();
+  expect_error({kShard, "nested deeper than 128"});
+}
+
+TEST_F(BadInput, DeeplyNestedConfigField) {
+  json c = read_json("config.json");
+  c["text_config"]["hidden_size"] = "PLACEHOLDER";
+  std::string text = c.dump();
+  text.replace(text.find("\"PLACEHOLDER\""), 13, kDeepJson);
+  std::ofstream(dir_ / "config.json") << text;
+  expect_error({"config.json", "nested deeper than 128"});
+}
+
+// Issue 9, bug 3: a small checkpoint whose config declares huge layer or expert counts is
+// rejected by comparing with what its shards hold, before a table of millions of tensors is
+// built (the fixed limits alone let both configs through).
+TEST_F(BadInput, MoreLayersThanTheShardsHold) {
+  edit_config([](json& t) {
+    const int n = 60000;
+    t["num_hidden_layers"] = n;
+    json kda = json::array();
+    for (int l = 1; l < n; ++l) kda.push_back(l);
+    t["linear_attn_config"]["kda_layers"] = kda;
+    t["linear_attn_config"]["full_attn_layers"] = {n};
+    t["first_k_dense_replace"] = n;  // no MoE layers: the count alone must be caught
+  });
+  expect_error({"num_hidden_layers 60000", "the shards hold only"});
+}
+
+TEST_F(BadInput, MoreExpertsThanTheShardsHold) {
+  edit_config([](json& t) {
+    t["num_experts"] = 500000;
+    t["moe_layer_freq"] = 3;  // one MoE layer (layer 3): 1.5 million expert tensors
+  });
+  expect_error({"num_experts 500000", "the shards hold only"});
+}
+
+TEST_F(BadInput, MoreBytesThanTheShardsHold) {
+  edit_config([](json& t) { t["intermediate_size"] = 1 << 20; });  // same tensors, far larger
+  expect_error({"config.json implies at least", "bytes of tensor data"});
+}
+
+// Issue 9, bug 6: a legal file whose data section starts at an odd offset. Its tensors are
+// copied once into aligned memory (a note says so) and give the same logits as the original.
+TEST_F(BadInput, MisalignedDataSectionGivesTheSameLogits) {
+  const fs::path aligned = dir_ / "aligned.npy", odd = dir_ / "odd.npy";
+  const std::string args = " --ids 1,2,3,4,5 -o ";
+  CliRun r = run_cli("logits -m " + dir_.string() + args + aligned.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  edit_header([](json&) {});  // compact header: its length decides the data offset
+  std::ifstream in(dir_ / kShard, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  const uint64_t pad = (8 + n) % 2 == 0 ? 1 : 0;  // JSON allows trailing spaces
+  const uint64_t m = n + pad;
+  ASSERT_EQ((8 + m) % 2, 1u);
+  std::ofstream out(dir_ / kShard, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(&m), 8);
+  out << bytes.substr(8, n) << std::string(pad, ' ') << bytes.substr(8 + n);
+  out.close();
+  r = run_cli("logits -m " + dir_.string() + args + odd.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("not aligned to their element size"), std::string::npos) << r.err;
+  std::ifstream fa(aligned, std::ios::binary), fo(odd, std::ios::binary);
+  const std::string a((std::istreambuf_iterator<char>(fa)), {});
+  const std::string o((std::istreambuf_iterator<char>(fo)), {});
+  ASSERT_GT(a.size(), 128u);
+  EXPECT_TRUE(a == o) << "logits differ between the aligned and the misaligned file";
+}
+
 TEST(BadCommandLine, UnknownOptionAndMissingModel) {
   CliRun r = run_cli("logits --bogus 1");
   EXPECT_EQ(r.status, 1);

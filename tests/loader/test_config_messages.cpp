@@ -190,5 +190,12 @@ TEST(ConfigMessages, BrokenJsonGivesLineAndColumn) {
   EXPECT_NE(e.find("end of input"), std::string::npos) << e;
 }
 
+// Found by fuzz_config: a number beyond double range is valid JSON syntax, but the parser throws
+// out_of_range, which escaped as "internal error".
+TEST(ConfigMessages, NumberBeyondDoubleRange) {
+  const std::string e = file_error("{\"text_config\": {\"vocab_size\": 1e705}}");
+  EXPECT_NE(e.find("number overflow parsing '1e705'"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace k3

@@ -2,10 +2,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "k3/error.h"
+#include "k3/json_depth.h"
 
 namespace k3::cost {
 namespace {
@@ -41,14 +43,14 @@ double positive_number(const json& j, const char* key, const std::string& where,
     return dflt;
   }
   const json& v = j[key];
-  check(v.is_number() && v.get<double>() > 0, where, ".", key,
-        ": expected a positive number, found ", v.dump());
+  K3_CHECK(v.is_number() && v.get<double>() > 0, where, ".", key,
+           ": expected a positive number, found ", v.dump());
   return v.get<double>();
 }
 
 std::string optional_string(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) return "";
-  check(j[key].is_string(), where, ".", key, ": expected a string, found ", j[key].dump());
+  K3_CHECK(j[key].is_string(), where, ".", key, ": expected a string, found ", j[key].dump());
   return j[key].get<std::string>();
 }
 
@@ -89,8 +91,8 @@ Hardware hardware_from_json(const json& j, const std::string& source) {
   hw.act_bytes = positive_number(j, "act_bytes", source, 2, false);
   check(j.contains("ep_size"), source, ": missing field 'ep_size'");
   const json& ep = j["ep_size"];
-  check(ep.is_number_integer() && ep.get<int64_t>() >= 1, source,
-        ".ep_size: expected a positive integer, found ", ep.dump());
+  K3_CHECK(ep.is_number_integer() && ep.get<int64_t>() >= 1, source,
+           ".ep_size: expected a positive integer, found ", ep.dump());
   hw.ep_size = ep.get<int64_t>();
   if (hw.name.empty()) hw.name = source;
   return hw;
@@ -99,7 +101,9 @@ Hardware hardware_from_json(const json& j, const std::string& source) {
 Hardware hardware_from_file(const std::string& path) {
   std::ifstream f(path);
   check(f.good(), "cannot open hardware file ", path);
-  json j = json::parse(f, nullptr, false);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  check_json_depth(text, path);
+  json j = json::parse(text, nullptr, false);
   check(!j.is_discarded(), path, ": not valid JSON");
   return hardware_from_json(j, path);
 }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 
 #include "k3/error.h"
+#include "k3/json_depth.h"
 
 namespace k3::cli {
 
@@ -71,7 +73,9 @@ void Conversation::save(const std::string& path) const {
 void Conversation::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   check(f.good(), "cannot open ", path);
-  Json j = Json::parse(f, nullptr, false);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  check_json_depth(text, path);
+  Json j = Json::parse(text, nullptr, false);
   check(!j.is_discarded(), path, ": not valid JSON");
   if (j.is_object() && j.contains("messages")) j = j["messages"];
   check(j.is_array(), path, ": expected a JSON array of messages (or {\"messages\": [...]})");

@@ -1,6 +1,8 @@
 #include "line_input.h"
 
+#ifdef K3_HAVE_LIBEDIT
 #include <editline/readline.h>  // libedit, readline-compatible API
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -21,6 +23,8 @@ volatile sig_atomic_t g_interrupted = 0;
 
 void on_sigint(int) { g_interrupted = 1; }
 
+#ifdef K3_HAVE_LIBEDIT
+constexpr bool kHaveLibedit = true;
 constexpr int kHistoryLines = 1000;
 
 // The state of the libedit line being read (its callback interface has no user pointer).
@@ -53,6 +57,9 @@ std::string history_path() {
   std::filesystem::create_directories(base / "k3", ec);
   return ec ? "" : (base / "k3" / "chat_history").string();
 }
+#else
+constexpr bool kHaveLibedit = false;  // built without libedit: plain line input only
+#endif
 
 }  // namespace
 
@@ -69,7 +76,10 @@ bool interrupted() { return g_interrupted != 0; }
 void clear_interrupted() { g_interrupted = 0; }
 
 LineReader::LineReader(int fd)
-    : fd_(fd), editing_(fd == STDIN_FILENO && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+    : fd_(fd),
+      editing_(kHaveLibedit && fd == STDIN_FILENO && isatty(STDIN_FILENO) &&
+               isatty(STDOUT_FILENO)) {
+#ifdef K3_HAVE_LIBEDIT
   if (!editing_) return;
   rl_catch_signals = 0;  // SIGINT stays with install_interrupt_handler()
   rl_readline_name = const_cast<char*>("k3");
@@ -77,12 +87,20 @@ LineReader::LineReader(int fd)
   stifle_history(kHistoryLines);
   history_file_ = history_path();
   if (!history_file_.empty()) read_history(history_file_.c_str());
+#endif
 }
 
 LineReader::~LineReader() {
+#ifdef K3_HAVE_LIBEDIT
   if (editing_) rl_callback_handler_remove();
+#endif
 }
 
+#ifndef K3_HAVE_LIBEDIT
+ReadStatus LineReader::read_edited(std::string& line, const char* prompt) {
+  return read_physical(line);  // never reached: editing_ is false without libedit
+}
+#else
 ReadStatus LineReader::read_edited(std::string& line, const char* prompt) {
   g_edit_line = &line;
   g_edit_done = false;
@@ -131,6 +149,7 @@ ReadStatus LineReader::read_edited(std::string& line, const char* prompt) {
   }
   return ReadStatus::line;
 }
+#endif
 
 ReadStatus LineReader::read_physical(std::string& line) {
   for (;;) {

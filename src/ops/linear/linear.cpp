@@ -6,8 +6,10 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 // GCC 12 flags its own _mm512_reduce_add_ps (an undefined-vector idiom) as uninitialised.
+#if !defined(__clang__)  // clang does not know the second one
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 #include "core/bf16.h"

@@ -7,8 +7,10 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 // GCC 12 flags its own AVX-512 intrinsics (an undefined-vector idiom) as uninitialised.
+#if !defined(__clang__)  // clang does not know the second one
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace k3 {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Sanitizer runs, part of scripts/test.sh (see docs/FUZZING.md, "Sanitizers in CI").
+#   scripts/sanitize.sh asan   ASan + UBSan build (build-asan/) of the library, the k3 command
+#                              and the fast test subset below; any report fails the run
+#   scripts/sanitize.sh tsan   TSan build (build-tsan/) of the threaded ops tests
+# Built with the system compiler (GCC on CI); -O1 keeps the build and the run short.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind=${1:?usage: scripts/sanitize.sh asan|tsan}
+jobs=$(nproc)
+
+configure_and_build() {  # DIR FLAGS TARGET...
+  local dir=$1 flags=$2
+  shift 2
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="${flags%% -O1*}" >/dev/null
+  cmake --build "$dir" -j "$jobs" --target "$@"
+}
+
+# Each entry: a test binary and its gtest filter. The subset: every op against its reference
+# (ops), every loader and config check with the bad-input CLI runs (loader), the golden models
+# (model), the tokenizer, the chat format, and the CLI bad-input and everyday tests (cli).
+# Left out: engine, sample, cost (slow under ASan, and no parsing of untrusted input).
+ASAN_SUBSET=(
+  "test_ops:*"
+  "test_loader:*"
+  "test_model:*"
+  "test_tokenizer:*"
+  "test_chat:*"
+  "test_cli:*"
+)
+
+run_subset() {  # DIR ENTRY...
+  local dir=$1 entry bin filter
+  shift
+  for entry in "$@"; do
+    bin=${entry%%:*}
+    filter=${entry#*:}
+    echo "== $kind: $bin --gtest_filter=$filter"
+    "$dir/$bin" --gtest_filter="$filter" --gtest_brief=1
+  done
+}
+
+case $kind in
+  asan)
+    flags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+    bins=()
+    for e in "${ASAN_SUBSET[@]}"; do bins+=("${e%%:*}"); done
+    configure_and_build build-asan "$flags" k3_cli "${bins[@]}"
+    export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:strict_string_checks=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    run_subset build-asan "${ASAN_SUBSET[@]}"
+    ;;
+  tsan)
+    # libgomp is not TSan-instrumented: TSan reports races inside its own barriers (false
+    # positives). The run starts by itself once parallel_for no longer uses OpenMP.
+    if grep -qs 'omp.h' src/core/parallel.h src/core/threads.cpp; then
+      echo "sanitize.sh tsan: SKIPPED: parallel_for (src/core/parallel.h) runs on OpenMP, whose"
+      echo "  runtime libgomp is not TSan-instrumented, so TSan would report false races in it."
+      exit 0
+    fi
+    configure_and_build build-tsan "-O1 -g -fsanitize=thread" test_ops
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    K3_THREADS=${K3_THREADS:-4} run_subset build-tsan "test_ops:*"
+    ;;
+  *)
+    echo "usage: scripts/sanitize.sh asan|tsan" >&2
+    exit 2
+    ;;
+esac
+echo "sanitize.sh $kind: ok"
