@@ -13,18 +13,19 @@ configure_and_build() {  # DIR FLAGS TARGET...
   local dir=$1 flags=$2
   shift 2
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="${flags%% -O1*}" >/dev/null
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
   cmake --build "$dir" -j "$jobs" --target "$@"
 }
 
 # Each entry: a test binary and its gtest filter. The subset: every op against its reference
 # (ops), every loader and config check with the bad-input CLI runs (loader), the golden models
-# (model), the tokenizer, the chat format, and the CLI bad-input and everyday tests (cli).
-# Left out: engine, sample, cost (slow under ASan, and no parsing of untrusted input).
+# with batches and snapshots (model; not the randomized many-sequence batch run, 330 s of the
+# 350 s that test_model takes under ASan), the tokenizer, the chat format, and the CLI tests
+# (cli). Left out: engine, sample, cost (slow under ASan, and none reads untrusted input).
 ASAN_SUBSET=(
   "test_ops:*"
   "test_loader:*"
-  "test_model:*"
+  "test_model:*:-Cases/Batched.EverySequenceMatchesItsLoneRunAndTheReference/*"
   "test_tokenizer:*"
   "test_chat:*"
   "test_cli:*"
