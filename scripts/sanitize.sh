@@ -48,8 +48,10 @@ case $kind in
     bins=()
     for e in "${ASAN_SUBSET[@]}"; do bins+=("${e%%:*}"); done
     configure_and_build build-asan "$flags" k3_cli "${bins[@]}"
-    export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:strict_string_checks=1
-    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    # Exit codes of their own: a sanitized `k3` that the CLI tests expect to exit 1 on bad
+    # input must not pass by dying of a report.
+    export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:exitcode=86
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87
     run_subset build-asan "${ASAN_SUBSET[@]}"
     ;;
   tsan)
@@ -61,7 +63,7 @@ case $kind in
       exit 0
     fi
     configure_and_build build-tsan "-O1 -g -fsanitize=thread" test_ops
-    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:exitcode=88
     K3_THREADS=${K3_THREADS:-4} run_subset build-tsan "test_ops:*"
     ;;
   *)
