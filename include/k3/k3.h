@@ -15,6 +15,7 @@
 //   init.h               random-initialised checkpoints for any config (k3 init)
 //   inspect.h            describe_checkpoint: config and tensors of a checkpoint (k3 inspect)
 //   weight_table.h       every tensor a config implies: name, shape, role, parameters
+//   router_balance.h     router-bias balancing: Quantile Balancing, Loss-Free, MaxVio
 #pragma once
 
 #include "k3/chat.h"
@@ -29,6 +30,7 @@
 #include "k3/model.h"
 #include "k3/npy.h"
 #include "k3/perplexity.h"
+#include "k3/router_balance.h"
 #include "k3/sampler.h"
 #include "k3/tokenizer.h"
 #include "k3/weight_table.h"
