@@ -16,9 +16,10 @@ mkdir -p "$out/debs" "$out/root" "$out/parts"
 out="$(cd "$out" && pwd)"
 py="$repo/scripts/corpus_text.py"
 
-# Training sources: package, text kind, file pattern (find -path) under the unpacked package.
+# Training sources: package, text kind, file pattern (find -path) under the unpacked package,
+# and optionally a pattern to leave out (linux-doc's translations are not English).
 sources=(
-  "linux-doc-6.1 rst */Documentation/*.rst.gz"
+  "linux-doc-6.1 rst */Documentation/*.rst.gz */Documentation/translations/*"
   "python3.11-doc rst */html/_sources/*.txt"
   "perl-doc pod */pod/*.pod"
   "git-doc plain */git-doc/*.txt"
@@ -66,8 +67,9 @@ for pkg in $(all_packages); do fetch "$pkg"; done
 
 # One text part per source.
 for s in "${sources[@]}"; do
-  read -r pkg kind pattern <<<"$s"
-  mapfile -t files < <(find "$out/root/$pkg" -type f -path "$pattern" | LC_ALL=C sort)
+  read -r pkg kind pattern exclude <<<"$s"
+  mapfile -t files < <(find "$out/root/$pkg" -type f -path "$pattern" ! -path "${exclude:-/}" |
+    LC_ALL=C sort)
   if [ "${#files[@]}" -eq 0 ]; then
     echo "make-corpus: no files match $pattern in $pkg" >&2
     exit 1
