@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "k3/error.h"
+
 namespace k3::train {
 namespace {
 
@@ -75,6 +77,13 @@ ParamGroup param_group(const WeightEntry& w, const HParams& hp, bool per_head_mu
   ParamGroup g = head_split(w.slot, hp);
   if (!per_head_muon || g.heads <= 1) return {Update::muon, HeadAxis::none, 1, true};
   return g;
+}
+
+ParamGroup param_group(const std::string& name, const HParams& hp, bool per_head_muon) {
+  for (const WeightEntry& w : weight_table(hp)) {
+    if (w.name == name) return param_group(w, hp, per_head_muon);
+  }
+  fail("no tensor '", name, "' in this config's weight table");
 }
 
 const char* update_name(Update u) {

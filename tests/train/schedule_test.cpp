@@ -89,6 +89,15 @@ TEST(ParamGroups, DefaultConfig) {
     EXPECT_EQ(whole.head_axis, HeadAxis::none) << n;
   }
   EXPECT_EQ(seen.size(), 3u);  // the default config has all three kinds
+  // By name: the same answer, and a clear error for a name the config lacks.
+  const ParamGroup o =
+      param_group("language_model.model.layers.3.self_attn.o_proj.weight", hp, true);
+  EXPECT_EQ(o.update, Update::muon);
+  EXPECT_EQ(o.head_axis, HeadAxis::cols);
+  EXPECT_EQ(o.heads, hp.attn_kind[3] == AttnKind::mla ? hp.mla.n_head : hp.kda.n_head);
+  EXPECT_EQ(param_group("language_model.model.embed_tokens.weight", hp, true).update,
+            Update::adamw);
+  EXPECT_THROW(param_group("language_model.model.layers.99.mlp.w1.weight", hp, true), Error);
 }
 
 }  // namespace
