@@ -5,8 +5,9 @@
   corpus_text.py fortunes OUT.txt FILE...       fortune databases ('%' lines between entries)
   corpus_text.py merge TRAIN.txt HELDOUT.txt PART.txt...
       paragraph-level exact dedup across all parts (whitespace-normalised), drops paragraphs
-      that are mostly not prose, and drops any paragraph that shares a line of 25+ characters
-      with the held-out text, so no held-out sentence reaches training.
+      that are mostly not prose, and drops any paragraph that shares a run of 8 words (case
+      and punctuation ignored, however the lines wrap) with the held-out text, so no held-out
+      sentence reaches training.
 
 KIND is one of rst, pod, info, html, plain. Files may be gzip-compressed (.gz)."""
 import gzip
@@ -127,12 +128,17 @@ def prose_like(p):
     return len(p) >= 40 and letters >= 0.7 * len(p)
 
 
+WORD = re.compile(r"\w+")
+SHINGLE = 8
+
+
+def shingles(text):
+    w = WORD.findall(text.lower())
+    return {" ".join(w[i:i + SHINGLE]) for i in range(len(w) - SHINGLE + 1)}
+
+
 def merge(train, heldout, parts):
-    held_lines = set()
-    for line in read(heldout).split("\n"):
-        key = " ".join(line.split())
-        if len(key) >= 25:
-            held_lines.add(key)
+    held = shingles(read(heldout))
     seen, kept, dropped_dup, dropped_held, dropped_other = set(), 0, 0, 0, 0
     with open(train, "w", encoding="utf-8") as f:
         for part in parts:
@@ -145,13 +151,13 @@ def merge(train, heldout, parts):
                     dropped_dup += 1
                     continue
                 seen.add(key)
-                if any(" ".join(l.split()) in held_lines for l in p.split("\n")):
+                if not held.isdisjoint(shingles(key)):
                     dropped_held += 1
                     continue
                 f.write(p.strip("\n") + "\n\n")
                 kept += 1
-    print(f"paragraphs: {kept} kept, {dropped_dup} duplicates, {dropped_held} sharing a line "
-          f"with the held-out text, {dropped_other} not prose", file=sys.stderr)
+    print(f"paragraphs: {kept} kept, {dropped_dup} duplicates, {dropped_held} sharing {SHINGLE} "
+          f"words with the held-out text, {dropped_other} not prose", file=sys.stderr)
 
 
 def main(argv):

@@ -41,7 +41,10 @@ TEST(Corpus, HeldOutNeverReachesTraining) {
   const std::string para2 = "Every program should document its options in a manual page.";
   const std::string leak =
       "He said:\nNever put off till tomorrow what you can do today.\nAnd left.";
-  d.write("a.txt", para1 + "\n\n" + leak + "\n\n" + para2 + "\n");
+  // Wrapped and cased differently, still the same eight words in a row.
+  const std::string rewrapped =
+      "Remember: NEVER put off till\ntomorrow, what you can do today, my friend.";
+  d.write("a.txt", para1 + "\n\n" + leak + "\n\n" + para2 + "\n\n" + rewrapped + "\n");
   d.write("b.txt", "  " + para1 + "  \n\n{ x = 1; y[2] = 3; } /* 123 */ {{}} ;; == \n\n" + para2);
   ASSERT_EQ(corpus_text("merge " + p + "train.txt " + p + "held.txt " + p + "a.txt " + p + "b.txt"),
             0);
