@@ -80,8 +80,10 @@ ParamGroup param_group(const WeightEntry& w, const HParams& hp, bool per_head_mu
 }
 
 ParamGroup param_group(const std::string& name, const HParams& hp, bool per_head_muon) {
+  // An MXFP4 expert matrix trains as one fp32 "<base>.weight"; the table has its packed half.
+  const std::string packed = name.ends_with(".weight") ? name + "_packed" : "";
   for (const WeightEntry& w : weight_table(hp)) {
-    if (w.name == name) return param_group(w, hp, per_head_muon);
+    if (w.name == name || w.name == packed) return param_group(w, hp, per_head_muon);
   }
   fail("no tensor '", name, "' in this config's weight table");
 }

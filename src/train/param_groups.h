@@ -30,7 +30,8 @@ struct ParamGroup {
 };
 
 ParamGroup param_group(const WeightEntry& w, const HParams& hp, bool per_head_muon);
-// The same, by checkpoint tensor name; throws k3::Error for a name the config does not have.
+// The same, by checkpoint tensor name ("<base>.weight" also names an MXFP4 "<base>.weight_packed");
+// throws k3::Error for a name the config does not have.
 ParamGroup param_group(const std::string& name, const HParams& hp, bool per_head_muon);
 const char* update_name(Update u);
 

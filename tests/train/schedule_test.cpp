@@ -100,5 +100,22 @@ TEST(ParamGroups, DefaultConfig) {
   EXPECT_THROW(param_group("language_model.model.layers.99.mlp.w1.weight", hp, true), Error);
 }
 
+TEST(ParamGroups, Mxfp4ExpertsTrainAsOneMatrix) {
+  // An MXFP4 config's table holds .weight_packed and .weight_scale; training names the fp32
+  // matrix "<base>.weight", which is a Muon matrix.
+  HParams hp = hparams_from_file(K3_PUBLIC_GOLDEN_DIR "/p1_mxfp4_7layer/config.json");
+  int experts = 0;
+  for (const WeightEntry& w : weight_table(hp)) {
+    const std::string suffix = ".weight_packed";
+    if (w.name.size() < suffix.size() ||
+        w.name.compare(w.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string base = w.name.substr(0, w.name.size() - suffix.size());
+    EXPECT_EQ(param_group(base + ".weight", hp, true).update, Update::muon) << base;
+    ++experts;
+  }
+  EXPECT_GT(experts, 0);
+}
+
 }  // namespace
 }  // namespace k3::train
