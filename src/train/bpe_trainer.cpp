@@ -6,6 +6,7 @@
 
 #include "k3/error.h"
 #include "k3/tokenizer_train.h"
+#include "tokenizer/chunks.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab_files.h"
@@ -105,10 +106,19 @@ struct BpeTrainer::Impl {
   std::unordered_map<std::string, int64_t, ViewHash, std::equal_to<>> word_count;
   std::vector<std::string> tokens;
   std::vector<tok::Span> spans;
+  std::vector<std::string_view> slices;
   BpeTrainStats stats;
   bool trained = false;
 
+  // The same cuts as encode (slices, then runs of at most 25,000 characters), then the
+  // pre-tokenizer: training sees the pieces encoding will see, and no piece is huge.
   void count_valid(std::string_view text) {
+    slices.clear();
+    tok::split_for_encode(text, slices);
+    for (std::string_view slice : slices) count_slice(slice);
+  }
+
+  void count_slice(std::string_view text) {
     spans.clear();
     tok::pretokenize(text, spans);
     stats.pretokens += static_cast<int64_t>(spans.size());

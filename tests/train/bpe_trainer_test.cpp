@@ -269,6 +269,19 @@ TEST(BpeTrain, SkipsIllFormedBytesAndRejectsBadUse) {
   EXPECT_THROW(empty.write("/tmp/never"), Error);
 }
 
+TEST(BpeTrain, LongRunsAreCutAsEncodeCutsThem) {
+  // 60,000 spaces: encode cuts the run at 25,000 characters, so training never sees a longer
+  // piece, and the 256 + 1 tokens learned from it are runs of spaces.
+  BpeTrainer t;
+  t.add_text(std::string(60000, ' ') + "x");
+  BpeTrainStats st = t.train(vocab(512 + 12));
+  EXPECT_GE(st.pretokens, 3);
+  for (size_t r = 256; r < t.tokens().size(); ++r) {
+    EXPECT_EQ(t.tokens()[r], std::string(t.tokens()[r].size(), ' '));
+    EXPECT_LE(t.tokens()[r].size(), 25000u);
+  }
+}
+
 TEST(BpeTrainCli, TrainThenTokenizeRoundTrip) {
   test::TempDir dir;
   dir.write("a.txt", real_text());
