@@ -96,7 +96,8 @@ class RouterBalancer {
 
   // One micro-batch of unbiased scores [tokens, N], routed under bias(). Rows whose `valid`
   // entry is 0 (padding) are left out; an empty `valid` keeps every row. Histogram counts
-  // (QB), residuals (exact QB) and loads accumulate until finish_step().
+  // (QB; N x bins integers), residuals (exact QB: every one, N x tokens doubles, so exact mode
+  // is for checks and small runs) and loads accumulate until finish_step().
   void observe(std::span<const float> scores, int64_t tokens, std::span<const uint8_t> valid = {});
   void observe(const Scores& scores);
   // Ends the optimiser step: updates the bias by the method, resets the accumulators, returns
