@@ -29,7 +29,8 @@ void glu_fwd(const Scope& s, GluNames n, const HParams& hp, const Buf& x, int64_
   t.a = linear_fwd(x, rows, s(n.gate));  // [rows, I]
   t.b = linear_fwd(x, rows, s(n.up));
   t.h = zeros(static_cast<int64_t>(t.a.size()));
-  kSituGluOp.cpu(t.a.data(), t.b.data(), static_cast<int64_t>(t.a.size()), situ(hp), t.h.data());
+  kSituGluOp.get(s.impl)(t.a.data(), t.b.data(), static_cast<int64_t>(t.a.size()), situ(hp),
+                         t.h.data());
   out = linear_fwd(t.h, rows, s(n.down));
 }
 
@@ -54,8 +55,8 @@ void moe_fwd(const Scope& s, const HParams& hp, const Buf& x, int64_t T, MoeTape
   t.logits = linear_fwd(x, T, s("gate.weight"));  // [T, E]
   t.sel.assign(static_cast<size_t>(T * k), 0);
   t.weight = zeros(T * k);
-  kRouterOp.cpu(t.logits.data(), s("gate.e_score_correction_bias").w, router_params(hp), T,
-                t.sel.data(), t.weight.data());
+  kRouterOp.get(s.impl)(t.logits.data(), s("gate.e_score_correction_bias").w, router_params(hp), T,
+                        t.sel.data(), t.weight.data());
   t.z = linear_fwd(x, T, s("routed_expert_down_proj.weight"));  // [T, L]
   t.c = zeros(T * L);
   t.experts.assign(static_cast<size_t>(E), {});
@@ -65,9 +66,10 @@ void moe_fwd(const Scope& s, const HParams& hp, const Buf& x, int64_t T, MoeTape
     const int64_t n = static_cast<int64_t>(et.choices.size());
     if (n == 0) continue;
     et.zin = zeros(n * L);
-    kGatherChoiceRowsOp.cpu(t.z.data(), et.choices.data(), n, k, L, et.zin.data());
+    kGatherChoiceRowsOp.get(s.impl)(t.z.data(), et.choices.data(), n, k, L, et.zin.data());
     glu_fwd(s.sub("experts." + std::to_string(e) + "."), kExpertGlu, hp, et.zin, n, et.glu, et.y);
-    kMoeScatterAddOp.cpu(et.y.data(), et.choices.data(), t.weight.data(), n, k, L, t.c.data());
+    kMoeScatterAddOp.get(s.impl)(et.y.data(), et.choices.data(), t.weight.data(), n, k, L,
+                                 t.c.data());
   }
   t.cn = rms_fwd(t.c, L, s("routed_expert_norm.weight"), hp.rms_eps);
   out = linear_fwd(t.cn, T, s("routed_expert_up_proj.weight"));  // [T, d]

@@ -25,28 +25,30 @@ void kda_fwd(const Scope& s, const HParams& hp, const Buf& x, int64_t T, KdaTape
     t.pre[i] = linear_fwd(x, T, s(kProj[i]));  // [T, P]
     t.conv[i] = zeros(T * P);
     Buf state = zeros(P * (W - 1));  // a fresh sequence
-    kConv1dSiluOp.cpu(t.pre[i].data(), s(kConv[i]).w, state.data(), {T, P, W}, t.conv[i].data());
+    kConv1dSiluOp.get(s.impl)(t.pre[i].data(), s(kConv[i]).w, state.data(), {T, P, W},
+                              t.conv[i].data());
   }
   t.low = linear_fwd(x, T, s("f_a_proj.weight"));    // [T, K]
   t.f = linear_fwd(t.low, T, s("f_b_proj.weight"));  // [T, P]
   t.g = zeros(T * P);
-  kKdaGateOp.cpu(t.f.data(), s("A_log").w, s("dt_bias").w, {T, H, K, kp.gate_lower_bound},
-                 t.g.data());
+  kKdaGateOp.get(s.impl)(t.f.data(), s("A_log").w, s("dt_bias").w, {T, H, K, kp.gate_lower_bound},
+                         t.g.data());
   t.b_logit = linear_fwd(x, T, s("b_proj.weight"));  // [T, H]
   t.beta = zeros(T * H);
-  kSigmoidOp.cpu(t.b_logit.data(), T * H, t.beta.data());
+  kSigmoidOp.get(s.impl)(t.b_logit.data(), T * H, t.beta.data());
   t.qn = zeros(T * P), t.kn = zeros(T * P), t.qs = zeros(T * P);
-  kL2NormOp.cpu(t.conv[0].data(), T * H, K, kL2Eps, t.qn.data());
-  kL2NormOp.cpu(t.conv[1].data(), T * H, K, kL2Eps, t.kn.data());
-  kScaleOp.cpu(t.qn.data(), T * P, 1.0f / std::sqrt(static_cast<float>(K)), t.qs.data());
+  kL2NormOp.get(s.impl)(t.conv[0].data(), T * H, K, kL2Eps, t.qn.data());
+  kL2NormOp.get(s.impl)(t.conv[1].data(), T * H, K, kL2Eps, t.kn.data());
+  kScaleOp.get(s.impl)(t.qn.data(), T * P, 1.0f / std::sqrt(static_cast<float>(K)), t.qs.data());
   Buf S = zeros(H * K * K);
   t.o = zeros(T * P);
-  kKdaRecurrentOp.cpu({t.qs.data(), t.kn.data(), t.conv[2].data(), t.g.data(), t.beta.data()},
-                      {T, H, K, K}, S.data(), t.o.data());
+  kKdaRecurrentOp.get(s.impl)(
+      {t.qs.data(), t.kn.data(), t.conv[2].data(), t.g.data(), t.beta.data()}, {T, H, K, K},
+      S.data(), t.o.data());
   t.z = linear_fwd(x, T, s("g_proj.weight"));
   t.y = zeros(T * P);
-  kGatedRmsNormOp.cpu(t.o.data(), t.z.data(), T * H, K, s("o_norm.weight").w, hp.rms_eps,
-                      t.y.data());
+  kGatedRmsNormOp.get(s.impl)(t.o.data(), t.z.data(), T * H, K, s("o_norm.weight").w, hp.rms_eps,
+                              t.y.data());
   out = linear_fwd(t.y, T, s("o_proj.weight"));  // [T, d]
 }
 

@@ -30,10 +30,11 @@ void mla_fwd(const Scope& s, const HParams& hp, const Buf& x, int64_t T, MlaTape
     }
   }
   t.o = zeros(T * H * Dv);
-  kMlaExpandedOp.cpu(t.q.data(), t.k.data(), t.v.data(), {T, 0, H, Dn, Dr, Dv, Dc}, t.o.data());
+  kMlaExpandedOp.get(s.impl)(t.q.data(), t.k.data(), t.v.data(), {T, 0, H, Dn, Dr, Dv, Dc},
+                             t.o.data());
   t.gate = linear_fwd(x, T, s("g_proj.weight"));
   t.og = zeros(T * H * Dv);
-  kMulSigmoidOp.cpu(t.o.data(), t.gate.data(), T * H * Dv, t.og.data());
+  kMulSigmoidOp.get(s.impl)(t.o.data(), t.gate.data(), T * H * Dv, t.og.data());
   out = linear_fwd(t.og, T, s("o_proj.weight"));
 }
 

@@ -40,7 +40,8 @@ Buf mix_fwd(const Stream& st, const Mix& m, const Scope& s, float eps, int64_t T
   for (int64_t j = 0; j < d; ++j) w[j] = norm.w[j] * proj.w[j];
   std::vector<const float*> c;
   for (int id : m.cands) c.push_back(st.val[id].data());
-  kAttnResMixOp.cpu(c.data(), {static_cast<int64_t>(c.size()), T, d}, w.data(), eps, out.data());
+  kAttnResMixOp.get(s.impl)(c.data(), {static_cast<int64_t>(c.size()), T, d}, w.data(), eps,
+                            out.data());
   return out;
 }
 
@@ -112,7 +113,7 @@ void layer_fwd(const HParams& hp, const Scope& ls, int64_t l, int64_t T, Stream&
   }
   t.p_before = P;
   Buf p_new = t.A;
-  if (P >= 0) kAddOp.cpu(st.val[P].data(), t.A.data(), T * d, p_new.data());
+  if (P >= 0) kAddOp.get(ls.impl)(st.val[P].data(), t.A.data(), T * d, p_new.data());
   P = t.p_attn = st.add(std::move(p_new));
   t.mlp_mix = {with_p(sealed, P), "mlp_res_norm.weight", "mlp_res_proj.weight"};
   t.mm = mix_fwd(st, t.mlp_mix, ls, eps, T, d);
@@ -125,7 +126,7 @@ void layer_fwd(const HParams& hp, const Scope& ls, int64_t l, int64_t T, Stream&
     t.dense = std::make_unique<GluTape>();
     glu_fwd(ls.sub("mlp."), kDense, hp, t.xf, T, *t.dense, F);
   }
-  kAddOp.cpu(st.val[P].data(), F.data(), T * d, F.data());
+  kAddOp.get(ls.impl)(st.val[P].data(), F.data(), T * d, F.data());
   P = t.p_ffn = st.add(std::move(F));
 }
 
@@ -171,16 +172,16 @@ void check_ids(const int64_t* ids, int64_t T, int64_t vocab, const char* what) {
 }  // namespace
 
 double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* tokens,
-                      const int64_t* targets, int64_t T, ParamSet& grads) {
+                      const int64_t* targets, int64_t T, ParamSet& grads, Impl impl) {
   check(T > 0, "training: a sequence needs at least one token");
   check_ids(tokens, T, hp.vocab, "token");
   check_ids(targets, T, hp.vocab, "target");
   const int64_t d = hp.d_model, V = hp.vocab;
-  const Scope model{params, grads, kModelPrefix};
+  const Scope model{params, grads, kModelPrefix, impl};
   const Weight embed = model("embed_tokens.weight");
   Stream st;
   Buf h = zeros(T * d);
-  kGatherRowsOp.cpu(embed.w, tokens, T, d, h.data());
+  kGatherRowsOp.get(impl)(embed.w, tokens, T, d, h.data());
   int P = st.add(std::move(h));
   std::vector<int> sealed;
   std::vector<LayerTape> tapes(static_cast<size_t>(hp.n_layer));
@@ -191,11 +192,11 @@ double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* 
                     "output_attn_res_proj.weight"};
   const Buf xo = mix_fwd(st, out_mix, model, hp.rms_eps, T, d);
   const Buf xn = rms_fwd(xo, d, model("norm.weight"), hp.rms_eps);
-  const Scope top{params, grads, ""};
+  const Scope top{params, grads, "", impl};
   const Weight lm_head = top(kLmHead);
   const Buf logits = linear_fwd(xn, T, lm_head);  // [T, V]
   Buf loss = zeros(T);
-  kCrossEntropyOp.cpu(logits.data(), targets, T, V, loss.data());
+  kCrossEntropyOp.get(impl)(logits.data(), targets, T, V, loss.data());
   double mean = 0;
   for (float v : loss) mean += v;
   mean /= double(T);

@@ -13,7 +13,7 @@ Weight Scope::operator()(const std::string& name) const {
   const std::vector<int64_t>& shape = it->second.shape;
   int64_t cols = shape.empty() ? 1 : shape.back(), rows = 1;
   for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
-  return {it->second.value.data(), grads[full], rows, cols};
+  return {it->second.value.data(), grads[full], rows, cols, impl};
 }
 
 namespace {
@@ -23,7 +23,7 @@ Mat as_mat(const Weight& w) { return {w.rows, w.cols, MatFormat::f32, w.w, nullp
 Buf linear_fwd(const Buf& x, int64_t T, const Weight& w) {
   check(static_cast<int64_t>(x.size()) == T * w.cols, "training linear: input is not [T, cols]");
   Buf y = zeros(T * w.rows);
-  kLinearOp.cpu(x.data(), T, as_mat(w), y.data());
+  kLinearOp.get(w.impl)(x.data(), T, as_mat(w), y.data());
   return y;
 }
 
@@ -33,7 +33,7 @@ void linear_back(const Buf& x, int64_t T, const Weight& w, const Buf& dy, Buf* d
 
 Buf rms_fwd(const Buf& x, int64_t n, const Weight& w, float eps) {
   Buf y(x.size());
-  kRmsNormOp.cpu(x.data(), static_cast<int64_t>(x.size()) / n, n, w.w, eps, y.data());
+  kRmsNormOp.get(w.impl)(x.data(), static_cast<int64_t>(x.size()) / n, n, w.w, eps, y.data());
   return y;
 }
 

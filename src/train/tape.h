@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "k3/hparams.h"
+#include "ops/registry.h"
 #include "train/params.h"
 
 namespace k3::train {
@@ -20,15 +21,18 @@ struct Weight {
   const float* w = nullptr;
   float* g = nullptr;
   int64_t rows = 0, cols = 0;
+  Impl impl = Impl::cpu;  // the forward launchers to use (see Scope)
 };
 
 // The parameters of one prefix ("language_model.model.layers.3.self_attn.") and their grads.
+// `impl` picks the ops' forward launchers: cpu (fast fp32) or ref (double inside, fp32 out).
 struct Scope {
   const ParamSet& p;
   ParamSet& grads;
   std::string prefix;
+  Impl impl = Impl::cpu;
   Weight operator()(const std::string& name) const;  // throws for an unknown name
-  Scope sub(const std::string& more) const { return {p, grads, prefix + more}; }
+  Scope sub(const std::string& more) const { return {p, grads, prefix + more, impl}; }
 };
 
 // y [T, w.rows] = x [T, w.cols] · Wᵀ.

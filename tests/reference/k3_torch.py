@@ -189,6 +189,25 @@ def forward_logits(m, w, ids, gaps):
     return linear(rmsnorm(xo, w["model.norm.weight"], eps), w["lm_head.weight"])
 
 
+def yardstick(m, ids, targets, w64):
+    """Prints how far PyTorch's own float32 autograd is from float64 on this model: the
+    rounding scale an fp32 backward can be held to."""
+    w = {n: torch.tensor(v, dtype=torch.float32, requires_grad=w64[n].requires_grad)
+         for n, v in m.w.items()}
+    loss = torch.nn.functional.cross_entropy(forward_logits(m, w, ids, []),
+                                             torch.tensor(targets, dtype=torch.int64))
+    loss.backward()
+    worst, where = 0.0, ""
+    for n, t in w.items():
+        if t.grad is None:
+            continue
+        ref = w64[n].grad.numpy()
+        rel = float(np.max(np.abs(t.grad.double().numpy() - ref)) / max(np.max(np.abs(ref)), 1e-300))
+        if rel > worst:
+            worst, where = rel, n
+    print(f"yardstick: PyTorch float32 autograd vs float64: max rel err {worst:.2e} ({where})")
+
+
 def ints(s):
     return [int(v) for v in s.split(",") if v.strip()]
 
@@ -221,6 +240,7 @@ def main(argv=None):
     loss_err = abs(args.loss - loss.item()) / abs(loss.item())
     print(f"loss: engine {args.loss:.8f} autograd {loss.item():.8f} rel err {loss_err:.2e}")
     ok = ok and loss_err <= args.tol
+    yardstick(m, ids, targets, w)
     got = k3_ref.read_safetensors(args.grads)
     worst = 0.0
     for name in sorted(w):
