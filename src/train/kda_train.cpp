@@ -1,5 +1,6 @@
 // KDA sublayer for training (spec §3): projections, conv + SiLU, safe gate, β, L2 norms, the
-// recurrence from a zero state, gated RMSNorm, o_proj; and its backward in reverse order.
+// delta rule from a zero state (the chunked WY form and its backward), gated
+// RMSNorm, o_proj; and its backward in reverse order.
 #include <cmath>
 
 #include "ops/conv1d/conv1d.h"
@@ -42,9 +43,12 @@ void kda_fwd(const Scope& s, const HParams& hp, const Buf& x, int64_t T, KdaTape
   kScaleOp.get(s.impl)(t.qn.data(), T * P, 1.0f / std::sqrt(static_cast<float>(K)), t.qs.data());
   Buf S = zeros(H * K * K);
   t.o = zeros(T * P);
-  kKdaRecurrentOp.get(s.impl)(
-      {t.qs.data(), t.kn.data(), t.conv[2].data(), t.g.data(), t.beta.data()}, {T, H, K, K},
-      S.data(), t.o.data());
+  const KdaInputs core{t.qs.data(), t.kn.data(), t.conv[2].data(), t.g.data(), t.beta.data()};
+  if (s.impl == Impl::ref) {
+    kKdaChunkedOp.ref(core, {T, H, K, K}, S.data(), t.o.data());  // the double recurrence
+  } else {
+    kda_chunked(core, {T, H, K, K}, S.data(), t.o.data(), s.kda_chunk);
+  }
   t.z = linear_fwd(x, T, s("g_proj.weight"));
   t.y = zeros(T * P);
   kGatedRmsNormOp.get(s.impl)(t.o.data(), t.z.data(), T * H, K, s("o_norm.weight").w, hp.rms_eps,
@@ -64,9 +68,9 @@ void kda_back(const Scope& s, const HParams& hp, const Buf& x, int64_t T, const 
 
   Buf dqs = zeros(T * P), dkn = zeros(T * P), dconv_v = zeros(T * P), dg = zeros(T * P);
   Buf dbeta = zeros(T * H);
-  kKdaRecurrentOp.bwd({t.qs.data(), t.kn.data(), t.conv[2].data(), t.g.data(), t.beta.data()},
-                      {T, H, K, K}, nullptr, d_o.data(),
-                      {dqs.data(), dkn.data(), dconv_v.data(), dg.data(), dbeta.data()});
+  kda_chunked_bwd({t.qs.data(), t.kn.data(), t.conv[2].data(), t.g.data(), t.beta.data()},
+                  {T, H, K, K}, nullptr, d_o.data(),
+                  {dqs.data(), dkn.data(), dconv_v.data(), dg.data(), dbeta.data()}, s.kda_chunk);
   Buf dqn = zeros(T * P), dconv[3] = {zeros(T * P), zeros(T * P), std::move(dconv_v)};
   kScaleOp.bwd(T * P, 1.0f / std::sqrt(static_cast<float>(K)), dqs.data(), dqn.data());
   kL2NormOp.bwd(t.conv[0].data(), T * H, K, kL2Eps, dqn.data(), dconv[0].data());

@@ -1,7 +1,7 @@
 // The sublayers of the training forward (one sequence of T tokens from an empty state, fp32),
 // each keeping in its tape what its backward needs, and the backwards. Each backward ADDS its
 // input gradient into dx and its parameter gradients into the Scope's grads. The maths is the
-// model's (src/model/, spec §3-§6); KDA runs the recurrent form, MLA the expanded one.
+// model's (src/model/, spec §3-§6); KDA runs the chunked form, MLA the expanded one.
 #pragma once
 
 #include <cstdint>

@@ -172,12 +172,14 @@ void check_ids(const int64_t* ids, int64_t T, int64_t vocab, const char* what) {
 }  // namespace
 
 double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* tokens,
-                      const int64_t* targets, int64_t T, ParamSet& grads, Impl impl) {
+                      const int64_t* targets, int64_t T, ParamSet& grads, const TrainOptions& opt) {
+  const Impl impl = opt.forward;
+  check(opt.kda_chunk >= 1, "training: the KDA chunk length must be at least 1");
   check(T > 0, "training: a sequence needs at least one token");
   check_ids(tokens, T, hp.vocab, "token");
   check_ids(targets, T, hp.vocab, "target");
   const int64_t d = hp.d_model, V = hp.vocab;
-  const Scope model{params, grads, kModelPrefix, impl};
+  const Scope model{params, grads, kModelPrefix, impl, opt.kda_chunk};
   const Weight embed = model("embed_tokens.weight");
   Stream st;
   Buf h = zeros(T * d);
@@ -192,7 +194,7 @@ double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* 
                     "output_attn_res_proj.weight"};
   const Buf xo = mix_fwd(st, out_mix, model, hp.rms_eps, T, d);
   const Buf xn = rms_fwd(xo, d, model("norm.weight"), hp.rms_eps);
-  const Scope top{params, grads, "", impl};
+  const Scope top{params, grads, "", impl, opt.kda_chunk};
   const Weight lm_head = top(kLmHead);
   const Buf logits = linear_fwd(xn, T, lm_head);  // [T, V]
   Buf loss = zeros(T);

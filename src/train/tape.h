@@ -25,14 +25,16 @@ struct Weight {
 };
 
 // The parameters of one prefix ("language_model.model.layers.3.self_attn.") and their grads.
-// `impl` picks the ops' forward launchers: cpu (fast fp32) or ref (double inside, fp32 out).
+// `impl` picks the ops' forward launchers: cpu (fast fp32) or ref (double inside, fp32 out);
+// `kda_chunk` is the chunk length of KDA's chunked form (forward and backward).
 struct Scope {
   const ParamSet& p;
   ParamSet& grads;
   std::string prefix;
   Impl impl = Impl::cpu;
+  int64_t kda_chunk = 64;
   Weight operator()(const std::string& name) const;  // throws for an unknown name
-  Scope sub(const std::string& more) const { return {p, grads, prefix + more, impl}; }
+  Scope sub(const std::string& more) const { return {p, grads, prefix + more, impl, kda_chunk}; }
 };
 
 // y [T, w.rows] = x [T, w.cols] · Wᵀ.

@@ -49,13 +49,15 @@ std::vector<float> unit_rows(std::mt19937_64& rng, int64_t rows, int64_t n, doub
   return v;
 }
 
-// `from_state`: starts from a non-zero state S0 (not differentiated).
-GradCase kda_grad(KdaShape s, bool from_state) {
+// `from_state`: starts from a non-zero state S0 (not differentiated). `chunk` > 0 checks the
+// chunked backward with that chunk length (64: the registered one); 0 the recurrent one.
+GradCase kda_grad(KdaShape s, bool from_state, int64_t chunk = 0) {
   const std::string sh = "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
                          " K=" + std::to_string(s.K) + " V=" + std::to_string(s.V) +
-                         (from_state ? " S0" : " fresh");
+                         (from_state ? " S0" : " fresh") +
+                         (chunk ? " C=" + std::to_string(chunk) : "");
   return {
-      "kda_recurrent", sh, 1e-4, [=](std::mt19937_64& rng) {
+      chunk ? "kda_chunked" : "kda_recurrent", sh, 1e-4, [=](std::mt19937_64& rng) {
         const int64_t T = s.T, H = s.H, K = s.K, V = s.V;
         const std::vector<float> S0 =
             from_state ? randn(rng, H * K * V, 0.5) : std::vector<float>(H * K * V, 0.0f);
@@ -74,8 +76,15 @@ GradCase kda_grad(KdaShape s, bool from_state) {
           return o;
         };
         p.backward = [=](const Tensors& in, const std::vector<float>& dy, Tensors& g) {
-          kKdaRecurrentOp.bwd(inputs(in), s, from_state ? S0.data() : nullptr, dy.data(),
-                              {g[0].data(), g[1].data(), g[2].data(), g[3].data(), g[4].data()});
+          const KdaGrads d{g[0].data(), g[1].data(), g[2].data(), g[3].data(), g[4].data()};
+          const float* s0 = from_state ? S0.data() : nullptr;
+          if (chunk == 64) {
+            kKdaChunkedOp.bwd(inputs(in), s, s0, dy.data(), d);
+          } else if (chunk > 0) {
+            kda_chunked_bwd(inputs(in), s, s0, dy.data(), d, chunk);
+          } else {
+            kKdaRecurrentOp.bwd(inputs(in), s, s0, dy.data(), d);
+          }
         };
         return p;
       }};
@@ -162,6 +171,11 @@ RegisterGrad grads({
     kda_grad({1, 1, 4, 4}, false),
     kda_grad({9, 2, 8, 6}, true),
     kda_grad({24, 1, 16, 16}, false),
+    kda_grad({1, 1, 4, 4}, false, 64),
+    kda_grad({9, 2, 8, 6}, true, 4),
+    kda_grad({13, 1, 6, 5}, true, 5),
+    kda_grad({24, 1, 16, 16}, false, 7),
+    kda_grad({70, 1, 4, 6}, true, 64),
     kda_gate_grad(1, 1, 1),
     kda_gate_grad(5, 2, 8),
     mla_grad({1, 0, 1, 2, 1, 2, 0}),

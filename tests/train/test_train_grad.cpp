@@ -68,12 +68,13 @@ void check_against_torch(bool mxfp4, Impl forward, double tol) {
   ParamSet grads = params.zeros_like();
   std::mt19937_64 rng(5);
   std::uniform_int_distribution<int64_t> pick(0, hp.vocab - 1);
-  std::vector<int64_t> seq(25);
+  std::vector<int64_t> seq(25);  // 24 positions: three KDA chunks of 8
   for (int64_t& t : seq) t = pick(rng);
   const std::vector<int64_t> tokens(seq.begin(), seq.end() - 1),
       targets(seq.begin() + 1, seq.end());
-  const double loss = loss_and_grads(hp, params, tokens.data(), targets.data(),
-                                     static_cast<int64_t>(tokens.size()), grads, forward);
+  const double loss =
+      loss_and_grads(hp, params, tokens.data(), targets.data(), static_cast<int64_t>(tokens.size()),
+                     grads, TrainOptions{forward, 8});
   ASSERT_TRUE(std::isfinite(loss));
   grads.write_safetensors(dir.file("grads.safetensors"), "language_model.");
 

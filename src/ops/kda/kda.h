@@ -46,7 +46,13 @@ using KdaBwdFn = void(const KdaInputs& in, KdaShape s, const float* S0, const fl
 extern const OpTable<KdaRecurrentFn, KdaBwdFn> kKdaRecurrentOp;  // "kda_recurrent"
 void kda_recurrent_bwd(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
                        const KdaGrads& d);
-extern const OpTable<KdaChunkedFn> kKdaChunkedOp;  // "kda_chunked": cpu kda_chunked, C = 64
+// Backward of the chunked form (kda_chunked_bwd.cpp; the same gradients, keeping one state per
+// chunk instead of one per token); _64 is the registered one (C = 64, as the forward).
+void kda_chunked_bwd(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
+                     const KdaGrads& d, int64_t chunk);
+void kda_chunked_bwd_64(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
+                        const KdaGrads& d);
+extern const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp;  // "kda_chunked": C = 64
 
 void kda_recurrent(const KdaInputs& in, KdaShape s, float* S, float* o);
 void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk = 64);
