@@ -143,7 +143,9 @@ GradCase attn_res_grad(int64_t n, int64_t T, int64_t d) {
             for (int64_t i = 0; i < n; ++i) {
               p.inputs.push_back({"v" + std::to_string(i), randn(rng, T * d, 1.0 + 0.5 * i)});
             }
-            p.inputs.push_back({"w", randn(rng, d, 1.0)});
+            // Mix weights small enough that no candidate's softmax weight is negligible (the
+            // regime training starts in), so every candidate's gradient is resolved.
+            p.inputs.push_back({"w", randn(rng, d, 0.3)});
             auto cands = [=](const Tensors& in) {
               std::vector<const float*> c;
               for (int64_t i = 0; i < n; ++i) c.push_back(in[i].data());
