@@ -208,6 +208,27 @@ def yardstick(m, ids, targets, w64):
     print(f"yardstick: PyTorch float32 autograd vs float64: max rel err {worst:.2e} ({where})")
 
 
+def time_step(m, T):
+    """Median of 3 float32 eager training steps (forward, loss, backward) on T tokens."""
+    import time
+    rng = np.random.default_rng(1)
+    seq = rng.integers(0, m.cfg["vocab_size"], T + 1).tolist()
+    w = {n: torch.tensor(v, dtype=torch.float32,
+                         requires_grad=not n.endswith(NOT_DIFFERENTIABLE))
+         for n, v in m.w.items()}
+    ms = []
+    for _ in range(4):
+        t0 = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(forward_logits(m, w, seq[:-1], []),
+                                                 torch.tensor(seq[1:], dtype=torch.int64))
+        loss.backward()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    med = sorted(ms[1:])[1]
+    print(f"pytorch eager float32 train step T={T}: median {med:.1f} ms, "
+          f"{T / med * 1e3:.0f} tokens/s, {torch.get_num_threads()} threads")
+    return 0
+
+
 def ints(s):
     return [int(v) for v in s.split(",") if v.strip()]
 
@@ -215,14 +236,21 @@ def ints(s):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_dir")
-    ap.add_argument("--tokens", required=True)
-    ap.add_argument("--targets", required=True)
-    ap.add_argument("--grads", required=True, help="the engine's gradients (F32 safetensors)")
-    ap.add_argument("--loss", type=float, required=True, help="the engine's loss")
+    ap.add_argument("--tokens")
+    ap.add_argument("--targets")
+    ap.add_argument("--grads", help="the engine's gradients (F32 safetensors)")
+    ap.add_argument("--loss", type=float, help="the engine's loss")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--time", type=int, metavar="T",
+                    help="instead: time float32 eager forward + backward on T random tokens")
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     m = k3_ref.load(args.model_dir)
+    if args.time:
+        return time_step(m, args.time)
+    if None in (args.tokens, args.targets, args.grads, args.loss):
+        ap.error("--tokens, --targets, --grads and --loss are required (or --time)")
     ids, targets = ints(args.tokens), ints(args.targets)
     w = {n: torch.tensor(v, dtype=torch.float64, requires_grad=not n.endswith(NOT_DIFFERENTIABLE))
          for n, v in m.w.items()}

@@ -30,8 +30,9 @@ struct Mat2 {  // a small dense row-major matrix in double
 struct Chunk {
   int64_t n, K, V;
   Mat2 q, k, v, gam, ed;  // [n, K] (v: [n, V]); Γ; e^Γ
-  std::vector<double> beta;
-  std::vector<double> D;  // [n, n, K]: e^{Γ_r − Γ_s} for s ≤ r
+  Mat2 E;                 // [n, K]: e^{Γ_n − Γ_r}, the decay from token r to the chunk end
+  std::vector<double> en, beta;  // e^{Γ_n} [K]; β [n]
+  std::vector<double> D;         // [n, n, K]: e^{Γ_r − Γ_s} for s ≤ r
   Mat2 KK, QK, Inv, Tm, W, U, Vn;
 
   Chunk(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t n_)
@@ -43,6 +44,8 @@ struct Chunk {
         v(n, V),
         gam(n, K),
         ed(n, K),
+        E(n, K),
+        en(static_cast<size_t>(K)),
         beta(static_cast<size_t>(n)),
         D(static_cast<size_t>(n * n * K), 0.0),
         KK(n, n),
@@ -63,6 +66,9 @@ struct Chunk {
       for (int64_t j = 0; j < V; ++j) v(r, j) = in.v[row * V + j];
       beta[r] = in.beta[(t0 + r) * s.H + h];
     }
+    for (int64_t i = 0; i < K; ++i) en[i] = ed(n - 1, i);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < K; ++i) E(r, i) = std::exp(gam(n - 1, i) - gam(r, i));
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t c = 0; c <= r; ++c) {
         double kk = 0, qk = 0;
@@ -106,11 +112,9 @@ struct Chunk {
   // S ← Diag(e^{Γ_n}) S + (e^{Γ_n − Γ} ⊙ k)ᵀ Ṽ.
   void advance(Mat2& S) const {
     for (int64_t i = 0; i < K; ++i) {
-      const double en = std::exp(gam(n - 1, i));
       for (int64_t j = 0; j < V; ++j) {
-        double acc = en * S(i, j);
-        for (int64_t r = 0; r < n; ++r)
-          acc += std::exp(gam(n - 1, i) - gam(r, i)) * k(r, i) * Vn(r, j);
+        double acc = en[i] * S(i, j);
+        for (int64_t r = 0; r < n; ++r) acc += E(r, i) * k(r, i) * Vn(r, j);
         S(i, j) = acc;
       }
     }
@@ -133,8 +137,7 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
     for (int64_t j = 0; j < V; ++j) {
       double acc = 0;
       for (int64_t t = r; t < n; ++t) acc += c.QK(t, r) * dO(t, j);
-      for (int64_t i = 0; i < K; ++i)
-        acc += std::exp(c.gam(n - 1, i) - c.gam(r, i)) * c.k(r, i) * dS(i, j);
+      for (int64_t i = 0; i < K; ++i) acc += c.E(r, i) * c.k(r, i) * dS(i, j);
       dVn(r, j) = acc;
     }
   }
@@ -143,21 +146,19 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
     for (int64_t i = 0; i < K; ++i) {
       double dkde = 0;
       for (int64_t j = 0; j < V; ++j) dkde += c.Vn(r, j) * dS(i, j);
-      const double e = std::exp(c.gam(n - 1, i) - c.gam(r, i));
+      const double e = c.E(r, i);
       g.dk(r, i) += dkde * e;
       g.dgam(r, i) -= dkde * c.k(r, i) * e;
       dGn[i] += dkde * c.k(r, i) * e;
     }
   }
   for (int64_t i = 0; i < K; ++i) {  // S' ∋ Diag(e^{Γ_n}) S
-    const double en = std::exp(c.gam(n - 1, i));
-    for (int64_t j = 0; j < V; ++j) dGn[i] += dS(i, j) * S(i, j) * en;
+    for (int64_t j = 0; j < V; ++j) dGn[i] += dS(i, j) * S(i, j) * c.en[i];
   }
   Mat2 dS_prev(K, V);
   for (int64_t i = 0; i < K; ++i) {
-    const double en = std::exp(c.gam(n - 1, i));
     for (int64_t j = 0; j < V; ++j) {
-      double acc = en * dS(i, j);
+      double acc = c.en[i] * dS(i, j);
       for (int64_t r = 0; r < n; ++r)
         acc += c.ed(r, i) * c.q(r, i) * dO(r, j) - c.W(r, i) * dVn(r, j);
       dS_prev(i, j) = acc;
