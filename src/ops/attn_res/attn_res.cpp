@@ -50,7 +50,10 @@ void attn_res_mix_ref(const float* const* cands, AttnResShape s, const float* w,
   mix<double>(cands, s, w, eps, out);
 }
 
-const OpTable<AttnResMixFn> kAttnResMixOp = register_op<AttnResMixFn>(
-    {.name = "attn_res_mix", .ref = attn_res_mix_ref, .cpu = attn_res_mix});
+const OpTable<AttnResMixFn, AttnResMixBwdFn> kAttnResMixOp =
+    register_op<AttnResMixFn, AttnResMixBwdFn>({.name = "attn_res_mix",
+                                                .ref = attn_res_mix_ref,
+                                                .cpu = attn_res_mix,
+                                                .bwd = attn_res_mix_bwd});
 
 }  // namespace k3

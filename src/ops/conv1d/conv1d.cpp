@@ -44,7 +44,10 @@ void causal_conv1d_silu_ref(const float* x, const float* w, float* state, Conv1d
   }
 }
 
-const OpTable<Conv1dSiluFn> kConv1dSiluOp = register_op<Conv1dSiluFn>(
-    {.name = "conv1d_silu", .ref = causal_conv1d_silu_ref, .cpu = causal_conv1d_silu});
+const OpTable<Conv1dSiluFn, Conv1dSiluBwdFn> kConv1dSiluOp =
+    register_op<Conv1dSiluFn, Conv1dSiluBwdFn>({.name = "conv1d_silu",
+                                                .ref = causal_conv1d_silu_ref,
+                                                .cpu = causal_conv1d_silu,
+                                                .bwd = causal_conv1d_silu_bwd});
 
 }  // namespace k3

@@ -41,7 +41,7 @@ void copy_strided_ref(const float* src, CopyShape s, float* dst) {
         }
 }
 
-const OpTable<CopyFn> kCopyOp =
-    register_op<CopyFn>({.name = "copy", .ref = copy_strided_ref, .cpu = copy_strided});
+const OpTable<CopyFn, CopyBwdFn> kCopyOp = register_op<CopyFn, CopyBwdFn>(
+    {.name = "copy", .ref = copy_strided_ref, .cpu = copy_strided, .bwd = copy_strided_bwd});
 
 }  // namespace k3

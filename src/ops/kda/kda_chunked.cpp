@@ -145,7 +145,10 @@ void kda_chunked_64(const KdaInputs& in, KdaShape s, float* S, float* o) {
 }
 }  // namespace
 
-const OpTable<KdaChunkedFn> kKdaChunkedOp = register_op<KdaChunkedFn>(
-    {.name = "kda_chunked", .ref = kda_recurrent_ref, .cpu = kda_chunked_64});
+const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp =
+    register_op<KdaChunkedFn, KdaBwdFn>({.name = "kda_chunked",
+                                         .ref = kda_recurrent_ref,
+                                         .cpu = kda_chunked_64,
+                                         .bwd = kda_chunked_bwd_64});
 
 }  // namespace k3

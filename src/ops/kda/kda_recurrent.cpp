@@ -57,7 +57,10 @@ void kda_recurrent_ref(const KdaInputs& in, KdaShape s, float* S, float* o) {
   run<double>(in, s, S, o);
 }
 
-const OpTable<KdaRecurrentFn> kKdaRecurrentOp = register_op<KdaRecurrentFn>(
-    {.name = "kda_recurrent", .ref = kda_recurrent_ref, .cpu = kda_recurrent});
+const OpTable<KdaRecurrentFn, KdaBwdFn> kKdaRecurrentOp =
+    register_op<KdaRecurrentFn, KdaBwdFn>({.name = "kda_recurrent",
+                                           .ref = kda_recurrent_ref,
+                                           .cpu = kda_recurrent,
+                                           .bwd = kda_recurrent_bwd});
 
 }  // namespace k3

@@ -209,7 +209,7 @@ void linear(const float* x, int64_t T, const Mat& w, float* y) {
   });
 }
 
-const OpTable<LinearFn> kLinearOp =
-    register_op<LinearFn>({.name = "linear", .ref = linear_ref, .cpu = linear});
+const OpTable<LinearFn, LinearBwdFn> kLinearOp = register_op<LinearFn, LinearBwdFn>(
+    {.name = "linear", .ref = linear_ref, .cpu = linear, .bwd = linear_bwd});
 
 }  // namespace k3

@@ -196,8 +196,11 @@ void mla_attention_ref(const float* q, const PagedRows& cache, const MlaAbsorbed
   }
 }
 
-const OpTable<MlaExpandedFn> kMlaExpandedOp = register_op<MlaExpandedFn>(
-    {.name = "mla_expanded", .ref = mla_attention_expanded_ref, .cpu = mla_attention_expanded});
+const OpTable<MlaExpandedFn, MlaExpandedBwdFn> kMlaExpandedOp =
+    register_op<MlaExpandedFn, MlaExpandedBwdFn>({.name = "mla_expanded",
+                                                  .ref = mla_attention_expanded_ref,
+                                                  .cpu = mla_attention_expanded,
+                                                  .bwd = mla_attention_expanded_bwd});
 const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp = register_op<MlaAbsorbedFn>(
     {.name = "mla_absorbed", .ref = mla_attention_ref, .cpu = mla_attention_absorbed});
 

@@ -62,7 +62,7 @@ void route_tokens_ref(const float* logits, const float* bias, RouterParams p, in
   }
 }
 
-const OpTable<RouterFn> kRouterOp =
-    register_op<RouterFn>({.name = "router", .ref = route_tokens_ref, .cpu = route_tokens});
+const OpTable<RouterFn, RouterBwdFn> kRouterOp = register_op<RouterFn, RouterBwdFn>(
+    {.name = "router", .ref = route_tokens_ref, .cpu = route_tokens, .bwd = route_tokens_bwd});
 
 }  // namespace k3

@@ -22,7 +22,7 @@ void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float
   }
 }
 
-const OpTable<SituGluFn> kSituGluOp =
-    register_op<SituGluFn>({.name = "situ_glu", .ref = situ_glu_ref_array, .cpu = situ_glu});
+const OpTable<SituGluFn, SituGluBwdFn> kSituGluOp = register_op<SituGluFn, SituGluBwdFn>(
+    {.name = "situ_glu", .ref = situ_glu_ref_array, .cpu = situ_glu, .bwd = situ_glu_bwd});
 
 }  // namespace k3
