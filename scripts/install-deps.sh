@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(build-essential cmake ninja-build pkg-config g++ libgtest-dev nlohmann-json3-dev
-          liblzma-dev libedit-dev)
+          liblzma-dev libedit-dev libcpp-httplib-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
