@@ -116,6 +116,7 @@ Admit Scheduler::submit(std::shared_ptr<RequestChannel> request) {
   if (static_cast<int64_t>(waiting_.size()) >= opt_.max_queue + std::max<int64_t>(free_now, 0))
     return Admit::full;
   waiting_.push_back(std::move(request));
+  idle_ = false;
   metrics_.gauges.queue_depth = static_cast<int64_t>(waiting_.size());
   cv_.notify_all();
   return Admit::ok;
@@ -134,7 +135,7 @@ void Scheduler::cancel_all() {
 
 bool Scheduler::idle() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return waiting_.empty() && n_running_.load() == 0;
+  return idle_;
 }
 
 void Scheduler::loop() {
@@ -156,8 +157,10 @@ void Scheduler::loop() {
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [](const std::unique_ptr<Active>& a) { return a->done; }),
                    running_.end());
+    publish_gauges();  // before idle() can see the change
     n_running_ = static_cast<int64_t>(running_.size());
-    publish_gauges();
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_ = waiting_.empty() && running_.empty();
   }
   cache_.clear();
 }

@@ -77,6 +77,7 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<RequestChannel>> waiting_;        // guarded by mu_
   bool stop_ = false, draining_ = false, cancel_all_ = false;  // guarded by mu_
+  bool idle_ = true;  // guarded by mu_; set by the scheduler thread after each round
   std::atomic<int64_t> n_running_{0};
 
   // Scheduler thread only.
