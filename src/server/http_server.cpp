@@ -1,6 +1,9 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "k3/error.h"
@@ -55,6 +58,7 @@ struct Server::Impl {
   httplib::Server http;
   std::atomic<bool> draining{false};
   int port = -1;
+  socket_t listen_fd = -1;
 };
 
 namespace server {
@@ -71,6 +75,12 @@ void Server::Impl::routes() {
       opt.http_threads > 0 ? opt.http_threads : static_cast<int>(opt.parallel + opt.max_queue + 16);
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http.set_payload_max_length(opt.max_body_bytes);
+  // httplib listens with a backlog of 5: a burst of clients would see resets. Remember the
+  // listening socket so that bind() can raise the backlog (listen() again does that).
+  http.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
   http.set_read_timeout(opt.read_timeout_s, 0);
   http.set_keep_alive_timeout(5);
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -89,6 +99,19 @@ void Server::Impl::routes() {
                                                  : "bad request";
     server::send_error(res, ApiError(res.status, what));
   });
+  http.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        std::fprintf(stderr, "k3 serve: internal error on %s %s: %s\n", req.method.c_str(),
+                     req.path.c_str(), what.c_str());
+        server::send_error(res, ApiError(500, what, "", "server_error"));
+      });
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining) {
       res.status = 503;
@@ -134,6 +157,7 @@ int Server::bind() {
                            : (s.http.bind_to_port(s.opt.host, s.opt.port) ? s.opt.port : -1);
   check(s.port > 0, "cannot listen on ", s.opt.host, ":", s.opt.port,
         " (in use, or not an address of this machine)");
+  check(::listen(s.listen_fd, 1024) == 0, "cannot listen on ", s.opt.host, ":", s.port);
   return s.port;
 }
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
+#include <csignal>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,6 +39,7 @@ class LiveServer {
  public:
   explicit LiveServer(ServerOptions opt = {}, const TinyModel& m = tiny())
       : server_(*m.model, m.tok, with_free_port(std::move(opt))) {
+    std::signal(SIGPIPE, SIG_IGN);  // a write to a client that left must not end the test
     port_ = server_.bind();
     thread_ = std::thread([this] { server_.run(); });
   }
@@ -87,7 +90,10 @@ inline Reply get(const LiveServer& s, const std::string& path) {
   httplib::Client c = s.client();
   auto r = c.Get(path.c_str());
   Reply out;
-  if (!r) return out;
+  if (!r) {
+    out.text = httplib::to_string(r.error());
+    return out;
+  }
   out.status = r->status;
   out.text = r->body;
   out.body = json::parse(r->body, nullptr, false);
@@ -105,6 +111,47 @@ inline std::vector<std::string> sse_data(const std::string& body) {
     if (ev.rfind("data: ", 0) == 0) out.push_back(ev.substr(6));
     pos = end + 2;
   }
+  return out;
+}
+
+struct StreamReply {
+  int status = 0;
+  std::vector<std::string> events;  // the "data: " payloads
+  bool aborted = false;             // the client stopped reading and closed the connection
+  std::string error;                // the client's error when there is no reply
+};
+
+// POSTs a streaming request and reads its SSE events; with cancel_after >= 0, hangs up after
+// that many events (a client that goes away mid-stream), and also once *hang_up is true.
+inline StreamReply stream_post(const LiveServer& s, const std::string& path,
+                               const std::string& body, int cancel_after = -1,
+                               const std::atomic<bool>* hang_up = nullptr) {
+  httplib::Client c = s.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body;
+  req.set_header("Content-Type", "application/json");
+  StreamReply out;
+  std::string buf;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buf.append(data, n);
+    for (size_t e; (e = buf.find("\n\n")) != std::string::npos;) {
+      if (buf.rfind("data: ", 0) == 0) out.events.push_back(buf.substr(6, e - 6));
+      buf.erase(0, e + 2);
+    }
+    if ((cancel_after >= 0 && static_cast<int>(out.events.size()) >= cancel_after) ||
+        (hang_up != nullptr && hang_up->load())) {
+      out.aborted = true;
+      return false;
+    }
+    return true;
+  };
+  auto r = c.send(req);
+  if (r)
+    out.status = r->status;
+  else
+    out.error = httplib::to_string(r.error());
   return out;
 }
 
