@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(build-essential cmake ninja-build pkg-config g++ libgtest-dev nlohmann-json3-dev
-          liblzma-dev libedit-dev libcpp-httplib-dev)
+          liblzma-dev libedit-dev libcpp-httplib-dev python3-venv)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
