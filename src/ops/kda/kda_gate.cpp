@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "backend/cuda/launchers.h"
+
 namespace k3 {
 namespace {
 
@@ -36,7 +38,9 @@ void kda_gate_ref(const float* f, const float* A_log, const float* dt_bias, KdaG
   }
 }
 
-const OpTable<KdaGateFn> kKdaGateOp =
-    register_op<KdaGateFn>({.name = "kda_gate", .ref = kda_gate_ref, .cpu = kda_gate});
+const OpTable<KdaGateFn> kKdaGateOp = register_op<KdaGateFn>({.name = "kda_gate",
+                                                              .ref = kda_gate_ref,
+                                                              .cpu = kda_gate,
+                                                              .cuda = K3_CUDA_IMPL(kda_gate_cuda)});
 
 }  // namespace k3

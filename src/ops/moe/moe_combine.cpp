@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 
 namespace k3 {
@@ -67,10 +68,19 @@ void moe_scatter_add_ref(const float* y, const int64_t* choice, const float* wei
 }
 
 const OpTable<GatherRowsFn> kGatherRowsOp =
-    register_op<GatherRowsFn>({.name = "gather_rows", .ref = gather_rows_ref, .cpu = gather_rows});
-const OpTable<GatherChoiceRowsFn> kGatherChoiceRowsOp = register_op<GatherChoiceRowsFn>(
-    {.name = "gather_choice_rows", .ref = gather_choice_rows_ref, .cpu = gather_choice_rows});
-const OpTable<MoeScatterAddFn> kMoeScatterAddOp = register_op<MoeScatterAddFn>(
-    {.name = "moe_scatter_add", .ref = moe_scatter_add_ref, .cpu = moe_scatter_add});
+    register_op<GatherRowsFn>({.name = "gather_rows",
+                               .ref = gather_rows_ref,
+                               .cpu = gather_rows,
+                               .cuda = K3_CUDA_IMPL(gather_rows_cuda)});
+const OpTable<GatherChoiceRowsFn> kGatherChoiceRowsOp =
+    register_op<GatherChoiceRowsFn>({.name = "gather_choice_rows",
+                                     .ref = gather_choice_rows_ref,
+                                     .cpu = gather_choice_rows,
+                                     .cuda = K3_CUDA_IMPL(gather_choice_rows_cuda)});
+const OpTable<MoeScatterAddFn> kMoeScatterAddOp =
+    register_op<MoeScatterAddFn>({.name = "moe_scatter_add",
+                                  .ref = moe_scatter_add_ref,
+                                  .cpu = moe_scatter_add,
+                                  .cuda = K3_CUDA_IMPL(moe_scatter_add_cuda)});
 
 }  // namespace k3

@@ -1,0 +1,11 @@
+// Uploads a model's weights to the CUDA device once (every matrix in its stored format, MXFP4
+// kept packed, and every fp32 vector); the cuda launchers then find them by host address.
+#pragma once
+
+#include "model/weights.h"
+
+namespace k3 {
+
+void make_weights_resident(const ModelWeights& w);
+
+}  // namespace k3
