@@ -33,3 +33,14 @@ if(K3_CUDA)
 else()
   message(STATUS "K3_CUDA off (no nvcc): CPU backend only")
 endif()
+
+# bench/cuda: the device benchmarks (not built by default; scripts/gpu-check.sh builds them).
+if(K3_CUDA)
+  file(GLOB K3_CUDA_BENCH_SOURCES CONFIGURE_DEPENDS bench/cuda/*.cpp)
+  add_executable(k3_bench_cuda EXCLUDE_FROM_ALL ${K3_CUDA_BENCH_SOURCES})
+  set_target_properties(k3_bench_cuda PROPERTIES OUTPUT_NAME k3-bench-cuda
+                                                 RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+  target_include_directories(k3_bench_cuda PRIVATE src)
+  target_compile_definitions(k3_bench_cuda PRIVATE K3_HAVE_CUDA=1)
+  target_link_libraries(k3_bench_cuda PRIVATE k3 CUDA::cudart_static CUDA::cublas)
+endif()

@@ -28,6 +28,7 @@ Backend& backend_named(const char* name);
 void cuda_make_resident(const void* host, size_t bytes);
 size_t cuda_resident_bytes();  // total uploaded so far
 size_t cuda_free_bytes();      // free device memory now
+void* cuda_stream_handle();    // the backend's cudaStream_t (benchmarks time on it)
 
 // Op harness mode: the launchers' pointer arguments are host memory (see above).
 void cuda_set_host_staging(bool on);

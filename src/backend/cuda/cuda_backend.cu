@@ -170,6 +170,11 @@ size_t cuda_free_bytes() {
   return free;
 }
 
+void* cuda_stream_handle() {
+  cuda_backend();
+  return cuda::stream();
+}
+
 void cuda_set_host_staging(bool on) { cuda::g_staging = on; }
 
 }  // namespace k3

@@ -21,6 +21,7 @@ Backend& cuda_backend() {
 void cuda_make_resident(const void*, size_t) {}
 size_t cuda_resident_bytes() { return 0; }
 size_t cuda_free_bytes() { return 0; }
+void* cuda_stream_handle() { return nullptr; }
 void cuda_set_host_staging(bool) {}
 #endif
 

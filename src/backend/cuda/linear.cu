@@ -230,8 +230,8 @@ void linear_cuda(const float* x, int64_t T, const Mat& w, float* y) {
   Args a;
   const float* dx = a.in(x, T * w.cols);
   float* dy = a.out(y, T * w.rows);
-  if (w.cols == 0) {
-    fill_cuda(dy, T * w.rows, 0.0f);
+  if (w.cols == 0) {  // empty sums
+    cuda::check_cuda(cudaMemsetAsync(dy, 0, T * w.rows * sizeof(float), stream()), "linear");
     return;
   }
   check(w.format != MatFormat::mxfp4 || w.cols % kMxfp4Group == 0,
