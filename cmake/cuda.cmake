@@ -25,10 +25,13 @@ if(K3_CUDA)
   # C++17 for the .cu files (CMake 3.25 does not know nvcc 13 accepts C++20).
   set_target_properties(k3 PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}" CUDA_STANDARD 17
                                      CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
-  target_compile_definitions(k3 PRIVATE K3_HAVE_CUDA=1)
+  target_compile_definitions(k3 PRIVATE K3_HAVE_CUDA=1
+                             K3_CUDA_LIB_DIR="${CUDAToolkit_LIBRARY_DIR}")
   target_compile_options(k3 PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda
                          -lineinfo -Xcompiler=-Wall>)
-  target_link_libraries(k3 PUBLIC CUDA::cudart_static CUDA::cublas)
+  # cuBLAS is dlopen'ed at first use (runtime.cuh says why): only its headers here.
+  target_link_libraries(k3 PUBLIC CUDA::cudart_static ${CMAKE_DL_LIBS})
+  target_include_directories(k3 PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   message(STATUS "K3_CUDA on: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, ${CMAKE_CUDA_ARCHITECTURES}")
 else()
   message(STATUS "K3_CUDA off (no nvcc): CPU backend only")

@@ -51,8 +51,8 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
       tps.push_back(prefill / (now_s() - t0));
       engine.release(s);
     }
-    std::printf("prefill %lld tokens: %.0f tok/s (median of 3, first %.0f)\n",
-                (long long)prefill, median(tps), tps[0]);
+    std::printf("prefill %lld tokens: %.0f tok/s (median of 3, first %.0f)\n", (long long)prefill,
+                median(tps), tps[0]);
   }
   for (int64_t B : batches) {
     std::vector<SeqId> seqs;

@@ -132,7 +132,9 @@ void linear_case(const char* label, MatFormat fmt, int64_t R, int64_t C, int64_t
 // One KDA layer's decode step for B sequences (H=96, K=V=128), state per sequence.
 void kda_decode_case(int64_t B, std::mt19937_64& rng) {
   const int64_t H = 96, K = 128, V = 128;
-  auto f = [&](int64_t n, float s) { return static_cast<float*>(device_random(n * 4, rng, true, s)); };
+  auto f = [&](int64_t n, float s) {
+    return static_cast<float*>(device_random(n * 4, rng, true, s));
+  };
   float *q = f(B * H * K, 0.08f), *k = f(B * H * K, 0.08f), *v = f(B * H * V, 1.0f);
   float* g = f(B * H * K, 0.01f);
   float* beta = f(B * H, 0.3f);
@@ -153,7 +155,9 @@ void kda_decode_case(int64_t B, std::mt19937_64& rng) {
 
 void kda_prefill_case(int64_t T, std::mt19937_64& rng) {
   const int64_t H = 96, K = 128, V = 128;
-  auto f = [&](int64_t n, float s) { return static_cast<float*>(device_random(n * 4, rng, true, s)); };
+  auto f = [&](int64_t n, float s) {
+    return static_cast<float*>(device_random(n * 4, rng, true, s));
+  };
   float *q = f(T * H * K, 0.08f), *k = f(T * H * K, 0.08f), *v = f(T * H * V, 1.0f);
   float* g = f(T * H * K, 0.01f);
   float* beta = f(T * H, 0.3f);
@@ -185,9 +189,10 @@ void mla_decode_case(int64_t B, int64_t ctx, double copy_gbs, std::mt19937_64& r
     }
   });
   const double bytes = double(B) * ctx * W * 4;
-  std::printf("%-44s %10.3f ms %8.1f GB/s cache (%4.1f%% of copy)\n",
-              ("mla absorbed decode B=" + std::to_string(B) + " ctx=" + std::to_string(ctx)).c_str(),
-              ms, bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbs);
+  std::printf(
+      "%-44s %10.3f ms %8.1f GB/s cache (%4.1f%% of copy)\n",
+      ("mla absorbed decode B=" + std::to_string(B) + " ctx=" + std::to_string(ctx)).c_str(), ms,
+      bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbs);
   cudaFree(cache);
   cudaFree(q);
   cudaFree(o);
@@ -207,10 +212,8 @@ int bench_ops() {
   std::printf("== linear (weights rotated over sets larger than L2)\n");
   linear_case("bf16 gemv T=1 7168x7168 (8 sets)", MatFormat::bf16, 7168, 7168, 1, 8, copy, rng);
   linear_case("bf16 gemv T=8 7168x7168 (8 sets)", MatFormat::bf16, 7168, 7168, 8, 8, copy, rng);
-  linear_case("mxfp4 gemv T=1 3072x3584 (64 sets)", MatFormat::mxfp4, 3072, 3584, 1, 64, copy,
-              rng);
-  linear_case("mxfp4 gemv T=1 3584x3072 (64 sets)", MatFormat::mxfp4, 3584, 3072, 1, 64, copy,
-              rng);
+  linear_case("mxfp4 gemv T=1 3072x3584 (64 sets)", MatFormat::mxfp4, 3072, 3584, 1, 64, copy, rng);
+  linear_case("mxfp4 gemv T=1 3584x3072 (64 sets)", MatFormat::mxfp4, 3584, 3072, 1, 64, copy, rng);
   linear_case("bf16 gemm T=4096 7168x7168 (split hi+lo)", MatFormat::bf16, 7168, 7168, 4096, 2,
               copy, rng);
   linear_case("mxfp4 gemm T=512 3072x3584 (widen+split)", MatFormat::mxfp4, 3072, 3584, 512, 4,

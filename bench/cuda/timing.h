@@ -19,7 +19,8 @@ inline void ck(cudaError_t e, const char* what) {
 }
 
 // Median milliseconds of fn() on `stream`, timed with events around each repeat.
-inline double median_ms(cudaStream_t stream, int warmup, int reps, const std::function<void()>& fn) {
+inline double median_ms(cudaStream_t stream, int warmup, int reps,
+                        const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
   ck(cudaStreamSynchronize(stream), "warm-up");
   cudaEvent_t a, b;

@@ -1,5 +1,7 @@
 // The CUDA backend: device memory, copies on the process's stream, resident weights, and the
 // runtime the launchers share (runtime.cuh).
+#include <dlfcn.h>
+
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -26,8 +28,14 @@ struct Runtime {
   Runtime() {
     check_cuda(cudaSetDevice(0), "cudaSetDevice");
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_blas(cublasCreate(&blas), "cublasCreate");
-    check_blas(cublasSetStream(blas, stream), "cublasSetStream");
+    // Keep freed scratch in the stream-ordered pool instead of returning it at every sync.
+    cudaMemPool_t pool = nullptr;
+    check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "default mempool");
+    uint64_t keep = UINT64_MAX;
+    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+               "mempool threshold");
+    check_blas(blas_api().create(&blas), "cublasCreate");
+    check_blas(blas_api().set_stream(blas, stream), "cublasSetStream");
   }
   // Never destroyed: kernels may still be queued at exit, and the driver frees everything.
 };
@@ -56,6 +64,34 @@ void check_cuda(cudaError_t e, const char* what) {
 
 void check_blas(cublasStatus_t s, const char* what) {
   check(s == CUBLAS_STATUS_SUCCESS, "cublas: ", what, ": status ", static_cast<int>(s));
+}
+
+// libcublas from the loader's search path, else the toolkit this was built with.
+void* open_cublas() {
+  for (const char* name : {"libcublas.so.13", "libcublas.so", K3_CUDA_LIB_DIR "/libcublas.so.13",
+                           "/usr/local/cuda/lib64/libcublas.so.13"}) {
+    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
+  }
+  fail("cuda: cannot load libcublas.so.13 (", dlerror(), "); add the CUDA toolkit's lib64 to ",
+       "LD_LIBRARY_PATH");
+}
+
+template <typename F>
+F symbol(void* lib, const char* name) {
+  void* p = dlsym(lib, name);
+  check(p != nullptr, "cuda: libcublas has no ", name);
+  return reinterpret_cast<F>(p);
+}
+
+const BlasApi& blas_api() {
+  static const BlasApi api = [] {
+    void* lib = open_cublas();
+    return BlasApi{symbol<decltype(&cublasCreate_v2)>(lib, "cublasCreate_v2"),
+                   symbol<decltype(&cublasSetStream_v2)>(lib, "cublasSetStream_v2"),
+                   symbol<GemmExFn>(lib, "cublasGemmEx"),
+                   symbol<decltype(&cublasSgemm_v2)>(lib, "cublasSgemm_v2")};
+  }();
+  return api;
 }
 
 cudaStream_t stream() { return runtime().stream; }

@@ -191,12 +191,12 @@ void gemm_bf16_split(const float* x, int64_t T, const __nv_bfloat16* w, int64_t 
   split_bf16<<<blocks_for(T * C, 256), 256, 0, stream()>>>(x, T * C, hi, hi + T * C);
   check_launch("linear (split)");
   const float one = 1.0f, zero = 0.0f;
-  cuda::check_blas(
-      cublasGemmEx(cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
-                   static_cast<int>(2 * T), static_cast<int>(C), &one, w, CUDA_R_16BF,
-                   static_cast<int>(C), hi, CUDA_R_16BF, static_cast<int>(C), &zero, tmp.get(),
-                   CUDA_R_32F, static_cast<int>(R), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-      "linear (bf16 gemm)");
+  cuda::check_blas(cuda::blas_api().gemm_ex(
+                       cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
+                       static_cast<int>(2 * T), static_cast<int>(C), &one, w, CUDA_R_16BF,
+                       static_cast<int>(C), hi, CUDA_R_16BF, static_cast<int>(C), &zero, tmp.get(),
+                       CUDA_R_32F, static_cast<int>(R), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "linear (bf16 gemm)");
   add_halves<<<blocks_for(T * R, 256), 256, 0, stream()>>>(static_cast<const float*>(tmp.get()),
                                                            T * R, y);
   check_launch("linear (sum)");
@@ -205,9 +205,9 @@ void gemm_bf16_split(const float* x, int64_t T, const __nv_bfloat16* w, int64_t 
 void gemm_f32(const float* x, int64_t T, const float* w, int64_t R, int64_t C, float* y) {
   const float one = 1.0f, zero = 0.0f;
   cuda::check_blas(
-      cublasSgemm(cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R), static_cast<int>(T),
-                  static_cast<int>(C), &one, w, static_cast<int>(C), x, static_cast<int>(C), &zero,
-                  y, static_cast<int>(R)),
+      cuda::blas_api().sgemm(cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
+                             static_cast<int>(T), static_cast<int>(C), &one, w, static_cast<int>(C),
+                             x, static_cast<int>(C), &zero, y, static_cast<int>(R)),
       "linear (sgemm)");
 }
 

@@ -20,6 +20,21 @@ inline void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
 
 cudaStream_t stream();
 cublasHandle_t blas();
+
+// cuBLAS is opened at first use (dlopen), not linked: its libraries take a fifth of a second
+// to load, which every test process of a CUDA build would pay even with no device.
+// The C entry point cublasGemmEx (C++ also sees a deprecated overload).
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                    int, const void*, const void*, cudaDataType, int, const void*,
+                                    cudaDataType, int, const void*, void*, cudaDataType, int,
+                                    cublasComputeType_t, cublasGemmAlgo_t);
+struct BlasApi {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasSetStream_v2) set_stream;
+  GemmExFn gemm_ex;
+  decltype(&cublasSgemm_v2) sgemm;
+};
+const BlasApi& blas_api();
 bool host_staging();
 // The device copy of a resident host address, or p itself when it is not resident.
 const void* resident(const void* p);
