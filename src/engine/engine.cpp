@@ -68,6 +68,7 @@ StatePoolOptions pool_options(const EngineOptions& o, Backend& b) {
 }  // namespace
 
 struct Engine::Impl {
+  const Model& model;
   Backend& backend;
   StatePool pool;
   Arena host_arena;
@@ -76,15 +77,21 @@ struct Engine::Impl {
   const std::atomic<bool>* cancel = nullptr;
   std::vector<SeqId> broken;  // needs_reset sequences; capacity max_sequences
 
-  Impl(const Model& model, const EngineOptions& o, Backend& b)
-      : backend(b),
-        pool(model.hparams(), pool_options(o, b)),
+  Impl(const Model& model_, const EngineOptions& o, Backend& b)
+      : model(model_),
+        backend(b),
+        pool(model_.hparams(), pool_options(o, b)),
         host_arena(b.device() == Device::cpu ? 0 : size_t{1} << 20),
         arena(size_t{1} << 20, memory_of(b)) {
     plan.reserve(static_cast<size_t>(o.max_sequences));
     broken.reserve(static_cast<size_t>(o.max_sequences));
     if (b.device() != Device::cpu) make_weights_resident(model.weights());
   }
+  ~Impl() {
+    if (backend.device() != Device::cpu) release_weights_resident(model.weights());
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
   bool is_broken(SeqId s) const {
     return std::find(broken.begin(), broken.end(), s) != broken.end();
   }

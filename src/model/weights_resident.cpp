@@ -5,24 +5,27 @@
 namespace k3 {
 namespace {
 
+using RangeFn = void (*)(const void* host, size_t bytes);
+RangeFn g_each = nullptr;  // what upload() does with each range (make or release)
+
 void upload(const Mat& m) {
   if (m.empty()) return;
   const size_t n = static_cast<size_t>(m.rows * m.cols);
   switch (m.format) {
     case MatFormat::bf16:
-      cuda_make_resident(m.data, n * 2);
+      g_each(m.data, n * 2);
       break;
     case MatFormat::f32:
-      cuda_make_resident(m.data, n * 4);
+      g_each(m.data, n * 4);
       break;
     case MatFormat::mxfp4:
-      cuda_make_resident(m.data, n / 2);
-      cuda_make_resident(m.scales, n / 32);
+      g_each(m.data, n / 2);
+      g_each(m.scales, n / 32);
       break;
   }
 }
 
-void upload(const Vec& v) { cuda_make_resident(v.data(), v.size() * sizeof(float)); }
+void upload(const Vec& v) { g_each(v.data(), v.size() * sizeof(float)); }
 
 void upload(const FfnWeights& f) {
   upload(f.gate);
@@ -51,14 +54,19 @@ void upload(const LayerWeights& l) {
   for (const FfnWeights& f : e.experts) upload(f);
 }
 
-}  // namespace
-
-void make_weights_resident(const ModelWeights& w) {
+void each_range(const ModelWeights& w, RangeFn fn) {
+  g_each = fn;
   upload(w.embed);
   upload(w.lm_head);
   upload(w.norm);
   upload(w.out_res);
   for (const LayerWeights& l : w.layers) upload(l);
 }
+
+}  // namespace
+
+void make_weights_resident(const ModelWeights& w) { each_range(w, cuda_make_resident); }
+
+void release_weights_resident(const ModelWeights& w) { each_range(w, cuda_release_resident); }
 
 }  // namespace k3

@@ -24,8 +24,10 @@ Backend& cuda_backend();
 // The backend named "cpu" or "cuda" (throws on any other name, or when cuda is unavailable).
 Backend& backend_named(const char* name);
 
-// Uploads [host, host+bytes) once (a range already resident is skipped).
+// Uploads [host, host+bytes) once; later calls for the same start only count a reference.
 void cuda_make_resident(const void* host, size_t bytes);
+// Drops one reference to the range starting at host; the device copy is freed with the last.
+void cuda_release_resident(const void* host, size_t bytes);
 size_t cuda_resident_bytes();  // total uploaded so far
 size_t cuda_free_bytes();      // free device memory now
 void* cuda_stream_handle();    // the backend's cudaStream_t (benchmarks time on it)

@@ -16,6 +16,7 @@ namespace {
 struct Resident {
   size_t bytes;
   void* dev;
+  int64_t refs;
 };
 
 struct Runtime {
@@ -187,14 +188,33 @@ Backend& cuda_backend() {
 
 void cuda_make_resident(const void* host, size_t bytes) {
   if (host == nullptr || bytes == 0) return;
-  cuda_backend();
+  Backend& b = cuda_backend();
   cuda::Runtime& rt = cuda::runtime();
   std::lock_guard<std::mutex> lock(rt.mu);
-  if (cuda::resident(host) != host) return;  // already uploaded (a view of a resident range)
-  void* dev = cuda_backend().alloc(bytes);
+  const auto key = reinterpret_cast<uintptr_t>(host);
+  if (auto it = rt.resident.find(key); it != rt.resident.end()) {
+    check(it->second.bytes >= bytes, "cuda: resident range at ", host, " has ", it->second.bytes,
+          " bytes, asked for ", bytes);
+    ++it->second.refs;
+    return;
+  }
+  // A range inside another resident one (a view of the same tensor) counts there.
+  if (cuda::resident(host) != host) return;
+  void* dev = b.alloc(bytes);
   cuda::check_cuda(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "weight upload");
-  rt.resident[reinterpret_cast<uintptr_t>(host)] = {bytes, dev};
+  rt.resident[key] = {bytes, dev, 1};
   rt.resident_bytes += bytes;
+}
+
+void cuda_release_resident(const void* host, size_t bytes) {
+  if (host == nullptr || bytes == 0 || !cuda_available()) return;
+  cuda::Runtime& rt = cuda::runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  auto it = rt.resident.find(reinterpret_cast<uintptr_t>(host));
+  if (it == rt.resident.end() || --it->second.refs > 0) return;
+  cuda_backend().free(it->second.dev);
+  rt.resident_bytes -= it->second.bytes;
+  rt.resident.erase(it);
 }
 
 size_t cuda_resident_bytes() { return cuda::runtime().resident_bytes; }

@@ -19,6 +19,7 @@ Backend& cuda_backend() {
   throw Error("device cuda: this build has no CUDA backend (configure with nvcc and K3_CUDA=ON)");
 }
 void cuda_make_resident(const void*, size_t) {}
+void cuda_release_resident(const void*, size_t) {}
 size_t cuda_resident_bytes() { return 0; }
 size_t cuda_free_bytes() { return 0; }
 void* cuda_stream_handle() { return nullptr; }
