@@ -1,6 +1,8 @@
 // Gated NoPE MLA sublayer (spec §4): LoRA query, latent KV (cached as ĉ ‖ r in the paged
 // cache), attention per sequence (expanded on a fresh prompt, absorbed over the cache
 // otherwise), sigmoid output gate, o_proj.
+#include <algorithm>
+
 #include "model/layers.h"
 #include "ops/ops.h"
 
@@ -25,14 +27,17 @@ void expand_kv(const Tensor& a, const MlaWeights& w, const MlaHParams& m, Ctx& c
            k.slice_last(Dn, Dr));
 }
 
-// Appends each sequence's new latent rows [n, Dc+Dr] to its cache.
+// Appends each sequence's new latent rows [n, Dc+Dr] to its cache: one copy per run of
+// positions that share a cache block (their rows are adjacent there).
 void append_latents(const Tensor& a, int64_t mla_index, LayerCtx& lc) {
-  const int64_t width = a.dim(-1);
+  const int64_t width = a.dim(-1), bt = lc.pool.block_tokens();
   for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
     const SeqSpan& s = lc.plan.seqs[i];
-    for (int64_t t = 0; t < s.n; ++t) {
-      float* row = lc.pool.mla_row(s.seq, mla_index, s.n_past + t);
-      op::copy(lc.ctx, a.rows(s.t0 + t, 1), Tensor::of(row, {1, width}));
+    for (int64_t t = 0; t < s.n;) {
+      const int64_t pos = s.n_past + t, m = std::min(s.n - t, bt - pos % bt);
+      float* row = lc.pool.mla_row(s.seq, mla_index, pos);
+      op::copy(lc.ctx, a.rows(s.t0 + t, m), Tensor::of(row, {m, width}));
+      t += m;
     }
   }
 }

@@ -105,6 +105,14 @@ void rms_norm(Ctx& ctx, const Tensor& x, Weights w, float eps, const Tensor& y) 
     kRmsNormOp.on(ctx)(x.f32(), rx.rows, rx.n, w.data(), eps, y.f32());
     return;
   }
+  if (ctx.backend.device() != Device::cpu) {  // strided rows on a device: one launch, not T
+    CtxScope scope(ctx);
+    Tensor tx = ctx.tensor({rx.rows, rx.n}), ty = ctx.tensor({rx.rows, rx.n});
+    copy(ctx, Tensor::strided(x.data, DType::f32, {rx.rows, rx.n}, {rx.ld, 1}, x.device), tx);
+    kRmsNormOp.on(ctx)(tx.f32(), rx.rows, rx.n, w.data(), eps, ty.f32());
+    copy(ctx, ty, Tensor::strided(y.data, DType::f32, {ry.rows, ry.n}, {ry.ld, 1}, y.device));
+    return;
+  }
   // Strided rows (the latent part of MLA's kv_a output): one row at a time.
   for (int64_t i = 0; i < rx.rows; ++i)
     kRmsNormOp.on(ctx)(x.f32() + i * rx.ld, 1, rx.n, w.data(), eps, y.f32() + i * ry.ld);
