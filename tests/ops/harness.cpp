@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "backend/cuda/cuda.h"
 #include "ops/ops.h"
 
 namespace k3::test {
@@ -65,7 +66,14 @@ TEST_P(OpTest, MatchesReference) {
   const auto [index, impl] = GetParam();
   const OpCase& c = op_registry()[index];
   ASSERT_NE(find_op(c.op), nullptr) << "case for unregistered op '" << c.op << "'";
+  if (impl == Impl::cuda && !cuda_available()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(0x5eed0000 + index);
+  // The cases hand host buffers to every implementation; the cuda launchers stage them.
+  struct Staging {
+    explicit Staging(bool on) : on_(on) { cuda_set_host_staging(on_); }
+    ~Staging() { cuda_set_host_staging(false); }
+    bool on_;
+  } staging(impl == Impl::cuda);
   Outputs out = c.run(rng, impl);
   ASSERT_EQ(out.got.size(), out.want.size()) << c.op << " " << c.shape;
   ASSERT_FALSE(out.want.empty()) << c.op << " " << c.shape;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
@@ -54,6 +55,7 @@ const OpTable<AttnResMixFn, AttnResMixBwdFn> kAttnResMixOp =
     register_op<AttnResMixFn, AttnResMixBwdFn>({.name = "attn_res_mix",
                                                 .ref = attn_res_mix_ref,
                                                 .cpu = attn_res_mix,
+                                                .cuda = K3_CUDA_IMPL(attn_res_mix_cuda),
                                                 .bwd = attn_res_mix_bwd});
 
 }  // namespace k3

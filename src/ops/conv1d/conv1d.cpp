@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 
 namespace k3 {
@@ -48,6 +49,7 @@ const OpTable<Conv1dSiluFn, Conv1dSiluBwdFn> kConv1dSiluOp =
     register_op<Conv1dSiluFn, Conv1dSiluBwdFn>({.name = "conv1d_silu",
                                                 .ref = causal_conv1d_silu_ref,
                                                 .cpu = causal_conv1d_silu,
+                                                .cuda = K3_CUDA_IMPL(conv1d_silu_cuda),
                                                 .bwd = causal_conv1d_silu_bwd});
 
 }  // namespace k3

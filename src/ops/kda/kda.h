@@ -60,4 +60,18 @@ void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t ch
 // Plain double-precision reference of the recurrence (the oracle of both forms).
 void kda_recurrent_ref(const KdaInputs& in, KdaShape s, float* S, float* o);
 
+// One decode step of many single-token sequences: sequence i is token row t0 of the step's
+// inputs [T, H, *] and owns the state S [H, K, V] (in/out). s.T is unused (s.H, s.K, s.V).
+struct KdaDecodeSeq {
+  int64_t t0 = 0;
+  float* S = nullptr;
+};
+using KdaDecodeFn = void(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s,
+                         float* o);
+extern const OpTable<KdaDecodeFn> kKdaDecodeOp;  // "kda_decode": one loop over (sequence, head)
+
+void kda_decode(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s, float* o);
+void kda_decode_ref(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s,
+                    float* o);
+
 }  // namespace k3

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "ops/kda/kda.h"
 
 namespace k3 {
@@ -149,6 +150,7 @@ const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp =
     register_op<KdaChunkedFn, KdaBwdFn>({.name = "kda_chunked",
                                          .ref = kda_recurrent_ref,
                                          .cpu = kda_chunked_64,
+                                         .cuda = K3_CUDA_IMPL(kda_chunked_cuda),
                                          .bwd = kda_chunked_bwd_64});
 
 }  // namespace k3

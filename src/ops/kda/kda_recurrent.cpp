@@ -1,6 +1,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 #include "ops/kda/kda.h"
@@ -61,6 +62,7 @@ const OpTable<KdaRecurrentFn, KdaBwdFn> kKdaRecurrentOp =
     register_op<KdaRecurrentFn, KdaBwdFn>({.name = "kda_recurrent",
                                            .ref = kda_recurrent_ref,
                                            .cpu = kda_recurrent,
+                                           .cuda = K3_CUDA_IMPL(kda_recurrent_cuda),
                                            .bwd = kda_recurrent_bwd});
 
 }  // namespace k3

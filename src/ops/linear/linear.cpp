@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 // GCC 12 flags its own _mm512_reduce_add_ps (an undefined-vector idiom) as uninitialised.
@@ -209,7 +211,11 @@ void linear(const float* x, int64_t T, const Mat& w, float* y) {
   });
 }
 
-const OpTable<LinearFn, LinearBwdFn> kLinearOp = register_op<LinearFn, LinearBwdFn>(
-    {.name = "linear", .ref = linear_ref, .cpu = linear, .bwd = linear_bwd});
+const OpTable<LinearFn, LinearBwdFn> kLinearOp =
+    register_op<LinearFn, LinearBwdFn>({.name = "linear",
+                                        .ref = linear_ref,
+                                        .cpu = linear,
+                                        .cuda = K3_CUDA_IMPL(linear_cuda),
+                                        .bwd = linear_bwd});
 
 }  // namespace k3

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 
@@ -200,8 +201,12 @@ const OpTable<MlaExpandedFn, MlaExpandedBwdFn> kMlaExpandedOp =
     register_op<MlaExpandedFn, MlaExpandedBwdFn>({.name = "mla_expanded",
                                                   .ref = mla_attention_expanded_ref,
                                                   .cpu = mla_attention_expanded,
+                                                  .cuda = K3_CUDA_IMPL(mla_expanded_cuda),
                                                   .bwd = mla_attention_expanded_bwd});
-const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp = register_op<MlaAbsorbedFn>(
-    {.name = "mla_absorbed", .ref = mla_attention_ref, .cpu = mla_attention_absorbed});
+const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp =
+    register_op<MlaAbsorbedFn>({.name = "mla_absorbed",
+                                .ref = mla_attention_ref,
+                                .cpu = mla_attention_absorbed,
+                                .cuda = K3_CUDA_IMPL(mla_absorbed_cuda)});
 
 }  // namespace k3
