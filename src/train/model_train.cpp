@@ -7,8 +7,8 @@
 #include "loader/tensor_table.h"
 #include "ops/attn_res/attn_res.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/embed/embed.h"
 #include "ops/loss/cross_entropy.h"
-#include "ops/moe/moe_combine.h"
 #include "train/layers_train.h"
 
 namespace k3 {
@@ -183,7 +183,7 @@ double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* 
   const Weight embed = model("embed_tokens.weight");
   Stream st;
   Buf h = zeros(T * d);
-  kGatherRowsOp.get(impl)(embed.w, tokens, T, d, h.data());
+  kEmbedOp.get(impl)({hp.vocab, d, MatFormat::f32, embed.w, nullptr}, tokens, T, h.data());
   int P = st.add(std::move(h));
   std::vector<int> sealed;
   std::vector<LayerTape> tapes(static_cast<size_t>(hp.n_layer));
@@ -212,7 +212,7 @@ double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* 
   for (int64_t l = hp.n_layer - 1; l >= 0; --l) {
     layer_back(hp, model.sub("layers." + std::to_string(l) + "."), l, T, st, tapes[l]);
   }
-  kGatherRowsOp.bwd(st.grad[0].data(), tokens, T, d, embed.g);
+  kEmbedOp.bwd(tokens, T, d, st.grad[0].data(), embed.g);
   return mean;
 }
 

@@ -6,27 +6,12 @@
 namespace k3 {
 
 inline constexpr const char* kTrainingOps[] = {
-    "linear",
-    "rms_norm",
-    "gated_rms_norm",
-    "l2_norm",
-    "conv1d_silu",
-    "kda_recurrent",
-    "kda_chunked",
-    "kda_gate",
-    "mla_expanded",
-    "attn_res_mix",
-    "router",
-    "situ_glu",
-    "sigmoid",
-    "scale",
-    "add",
-    "mul_sigmoid",
-    "copy",
-    "gather_rows",
-    "gather_choice_rows",
-    "moe_scatter_add",
-    "cross_entropy",
+    "embed",           "linear",        "rms_norm",      "gated_rms_norm",
+    "l2_norm",         "conv1d_silu",   "kda_recurrent", "kda_chunked",
+    "kda_gate",        "mla_expanded",  "attn_res_mix",  "router",
+    "situ_glu",        "sigmoid",       "scale",         "add",
+    "mul_sigmoid",     "copy",          "gather_rows",   "gather_choice_rows",
+    "moe_scatter_add", "cross_entropy",
 };
 
 }  // namespace k3

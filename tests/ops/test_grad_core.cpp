@@ -5,6 +5,7 @@
 
 #include "ops/copy/copy.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/embed/embed.h"
 #include "ops/grad_harness.h"
 #include "ops/harness.h"
 #include "ops/linear/linear.h"
@@ -228,6 +229,25 @@ GradCase gather_grad(int64_t n_src, int64_t n, int64_t width) {
           }};
 }
 
+GradCase embed_grad(int64_t V, int64_t d, int64_t T) {
+  return {"embed", dims({{"V", V}, {"d", d}, {"T", T}}), 1e-4, [=](std::mt19937_64& rng) {
+            std::uniform_int_distribution<int64_t> pick(0, V - 1);
+            std::vector<int64_t> ids(T);
+            for (int64_t& i : ids) i = pick(rng);  // repeats allowed
+            GradProblem p;
+            p.inputs = {{"table", randn(rng, V * d)}};
+            p.forward = [=](const Tensors& in) {
+              std::vector<float> y(T * d);
+              kEmbedOp.ref(f32_mat(in[0], V, d), ids.data(), T, y.data());
+              return y;
+            };
+            p.backward = [=](const Tensors&, const std::vector<float>& dy, Tensors& g) {
+              kEmbedOp.bwd(ids.data(), T, d, dy.data(), g[0].data());
+            };
+            return p;
+          }};
+}
+
 GradCase gather_choice_grad(int64_t T, int64_t k, int64_t n, int64_t width) {
   return {"gather_choice_rows", dims({{"T", T}, {"k", k}, {"n", n}, {"width", width}}), 1e-4,
           [=](std::mt19937_64& rng) {
@@ -357,6 +377,8 @@ std::vector<GradCase> all_cases() {
     for (GradCase& c : elementwise_grads(n)) v.push_back(std::move(c));
   }
   for (GradCase& c : copy_grads()) v.push_back(std::move(c));
+  v.push_back(embed_grad(1, 1, 1));
+  v.push_back(embed_grad(7, 5, 12));
   return v;
 }
 

@@ -20,8 +20,8 @@ using GatherChoiceRowsFn = void(const float* src, const int64_t* choice, int64_t
 using MoeScatterAddFn = void(const float* y, const int64_t* choice, const float* weight, int64_t n,
                              int64_t k, int64_t width, float* c);
 
-// Backwards (moe_combine_bwd.cpp): the gathers scatter-add ddst [n, width] into dsrc (so
-// gather_rows over an embedding table is the embedding backward); moe_scatter_add adds
+// Backwards (moe_combine_bwd.cpp): the gathers scatter-add ddst [n, width] into dsrc;
+// moe_scatter_add adds
 // dy [n, width] and dweight [T*k] given dc [T, width].
 using GatherRowsBwdFn = void(const float* ddst, const int64_t* rows, int64_t n, int64_t width,
                              float* dsrc);
