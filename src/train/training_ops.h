@@ -1,6 +1,7 @@
 // The registry ops the training path differentiates: each must have a `bwd` launcher and
-// gradient-check cases (tests/ops checks both). mla_absorbed is the decode form; training
-// runs the expanded MLA, whose maths it shares.
+// gradient-check cases (tests/ops checks both). mla_absorbed and kda_decode are decode forms
+// (training runs the expanded MLA and the chunked KDA, whose maths they share); fill writes
+// constants.
 #pragma once
 
 namespace k3 {
