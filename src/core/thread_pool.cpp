@@ -89,6 +89,8 @@ void ThreadPool::run(int64_t n, RangeFn fn, void* ctx) {
   }
   std::unique_lock lock(run_mu_, std::try_to_lock);
   if (!lock.owns_lock() || should_run_serially()) {  // another thread's job, or backing off
+    if (lock.owns_lock()) lock.unlock();
+    const InJob serial;  // nested loops inside fn run serially too
     fn(ctx, 0, n);
     return;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -83,6 +84,34 @@ TEST(ThreadPool, ExceptionIsRethrownOnTheCallerAndThePoolKeepsWorking) {
     }
     expect_each_index_once(pool, 1000);
   }
+}
+
+TEST(ThreadPool, StallsSendJobsToTheCallerAloneAndResultsStayExact) {
+  // Workers that take far longer than the caller (as a descheduled worker does) trip the
+  // back-off: the following jobs run on the caller alone, still covering every index once.
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  auto slow_off_caller = [&](int64_t, int64_t) {  // 8 ranges: 0.1 ms on the caller, 5 off it
+    const bool on_caller = std::this_thread::get_id() == caller;
+    std::this_thread::sleep_for(std::chrono::microseconds(on_caller ? 100 : 5000));
+  };
+  using Slow = decltype(slow_off_caller);
+  // Retried a few times: on a loaded machine the caller itself may sleep past the back-off.
+  bool went_serial = false;
+  for (int attempt = 0; attempt < 5 && !went_serial; ++attempt) {
+    const int64_t stalls = pool.stalls();
+    for (int rep = 0; rep < 200 && pool.stalls() == stalls; ++rep) {  // past any back-off
+      pool.run(
+          64, [](void* c, int64_t b, int64_t e) { (*static_cast<Slow*>(c))(b, e); },
+          &slow_off_caller);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_GT(pool.stalls(), stalls) << "the workers never got a range, or no stall was seen";
+    const int64_t serial_before = pool.serial_jobs();
+    expect_each_index_once(pool, 1000);  // within the back-off
+    went_serial = pool.serial_jobs() > serial_before;
+  }
+  EXPECT_TRUE(went_serial);
 }
 
 TEST(ParallelFor, CoversEveryIndexOnceAtEveryThreadCount) {
