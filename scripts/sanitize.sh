@@ -58,16 +58,17 @@ case $kind in
     run_subset build-asan "${ASAN_SUBSET[@]}"
     ;;
   tsan)
-    # libgomp is not TSan-instrumented: TSan reports races inside its own barriers (false
-    # positives). The run starts by itself once parallel_for no longer uses OpenMP.
+    # libgomp is not TSan-instrumented (TSan would report races inside its barriers), so this
+    # run is skipped while parallel_for uses OpenMP; it runs on the engine's own pool.
     if grep -qs 'omp.h' src/core/parallel.h src/core/threads.cpp; then
       echo "sanitize.sh tsan: SKIPPED: parallel_for (src/core/parallel.h) runs on OpenMP, whose"
       echo "  runtime libgomp is not TSan-instrumented, so TSan would report false races in it."
       exit 0
     fi
-    configure_and_build build-tsan "-O1 -g -fsanitize=thread" test_ops
+    configure_and_build build-tsan "-O1 -g -fsanitize=thread" test_ops test_engine
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:exitcode=88
-    K3_THREADS=${K3_THREADS:-4} run_subset build-tsan "test_ops:*"
+    K3_THREADS=${K3_THREADS:-4} run_subset build-tsan "test_ops:*" \
+      "test_engine:ThreadPool.*:ParallelFor.*"
     ;;
   *)
     echo "usage: scripts/sanitize.sh asan|tsan" >&2
