@@ -4,7 +4,8 @@
 set -euo pipefail
 
 PACKAGES=(build-essential cmake ninja-build pkg-config g++ libgtest-dev nlohmann-json3-dev
-          liblzma-dev libedit-dev libcpp-httplib-dev python3-venv)
+          liblzma-dev libedit-dev libcpp-httplib-dev python3-venv
+          chromium chromium-driver)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
