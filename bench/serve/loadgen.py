@@ -28,7 +28,7 @@ def percentile(xs, p):
 
 def stream_chat(url, messages, max_tokens, ban, cache, timeout=600):
     """One streaming request. Returns (ttft_s, [inter-token gaps], completion_tokens, usage,
-    (first token time, last token time) on the perf_counter clock)."""
+    the perf_counter time of each token)."""
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
     body = {"model": "k3", "messages": messages, "max_tokens": max_tokens, "temperature": 0,
@@ -41,7 +41,7 @@ def stream_chat(url, messages, max_tokens, ban, cache, timeout=600):
     resp = conn.getresponse()
     if resp.status != 200:
         raise RuntimeError("HTTP %d: %s" % (resp.status, resp.read()[:200]))
-    first, last, gaps, usage = None, None, [], None
+    first, last, gaps, usage, stamps = None, None, [], None, []
     for raw in resp:
         line = raw.decode("utf-8", "replace").strip()
         if not line.startswith("data: "):
@@ -56,6 +56,7 @@ def stream_chat(url, messages, max_tokens, ban, cache, timeout=600):
             d = ch.get("delta", {})
             if d.get("content") or d.get("reasoning_content") or d.get("tool_calls"):
                 now = time.perf_counter()
+                stamps.append(now)
                 if first is None:
                     first = now - t0
                 else:
@@ -63,7 +64,7 @@ def stream_chat(url, messages, max_tokens, ban, cache, timeout=600):
                 last = now
     conn.close()
     n = (usage or {}).get("completion_tokens", 0)
-    return first, gaps, n, usage, (t0 + (first or 0), last or t0)
+    return first, gaps, n, usage, stamps
 
 
 def words(n, rng):
@@ -90,7 +91,7 @@ def load(args):
                     args.url, [{"role": "user", "content": prompts[i]}], args.max_tokens,
                     args.ban, not args.no_cache)
                 with lock:
-                    spans.append((span[0], span[1], n))
+                    spans.append(span)
                     if ttft is not None:
                         ttfts.append(ttft)
                     itls.extend(gaps)
@@ -106,10 +107,13 @@ def load(args):
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    # Decode throughput: tokens after each request's first one, over the window from the first
-    # first-token to the last token (one wave of requests: --requests = --concurrency).
-    window = max(s[1] for s in spans) - min(s[0] for s in spans) if spans else 0
-    decode = sum(max(0, s[2] - 1) for s in spans) / window if window > 0 else float("nan")
+    # Aggregate decode throughput: tokens per second while every request of the wave is decoding
+    # (from the last first token to the first last token; --requests = --concurrency).
+    spans = [s for s in spans if len(s) >= 2]
+    lo = max(s[0] for s in spans) if spans else 0
+    hi = min(s[-1] for s in spans) if spans else 0
+    inside = sum(1 for s in spans for t in s if lo < t <= hi)
+    decode = inside / (hi - lo) if hi > lo else float("nan")
     return {"concurrency": args.concurrency, "requests": args.requests,
             "completion_tokens": tokens[0], "wall_s": round(wall, 3),
             "throughput_tok_s": round(tokens[0] / wall, 1),

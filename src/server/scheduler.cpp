@@ -97,7 +97,12 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, SchedulerOp
   total_blocks_ = engine_.free_blocks();
   metrics_.gauges.max_entries = engine_entries(opt_);
   publish_gauges();
-  thread_ = std::thread([this] { loop(); });
+  // OpenMP's thread count is per thread: give the scheduler the one set where it was made.
+  const int threads = num_threads();
+  thread_ = std::thread([this, threads] {
+    set_num_threads(threads);
+    loop();
+  });
 }
 
 Scheduler::~Scheduler() {
