@@ -17,7 +17,11 @@ for line in sys.stdin:
     else:
         rows.setdefault((cache, r["concurrency"]), []).append(r)
 
-med = lambda rs, k: statistics.median(r[k] for r in rs)
+def med(rs, k):
+    """Median over the runs that have the value (NaN: no window where all requests decoded)."""
+    xs = [r[k] for r in rs if r[k] == r[k]]
+    return statistics.median(xs) if xs else float("nan")
+
 print("| prefix cache | concurrency | runs | decode tok/s (all decoding) | end-to-end tok/s "
       "| TTFT p50 ms | ITL p50 ms | ITL p95 ms | errors |")
 print("|---|---|---|---|---|---|---|---|---|")

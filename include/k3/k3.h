@@ -15,6 +15,8 @@
 //   init.h               random-initialised checkpoints for any config (k3 init)
 //   inspect.h            describe_checkpoint: config and tensors of a checkpoint (k3 inspect)
 //   weight_table.h       every tensor a config implies: name, shape, role, parameters
+// Not included here: server.h (k3::Server, the OpenAI-compatible HTTP server; its own library,
+// k3server, which links cpp-httplib).
 #pragma once
 
 #include "k3/chat.h"

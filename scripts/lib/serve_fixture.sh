@@ -34,6 +34,7 @@ PY
 start_server() {
   local log=$1
   shift
+  : >"$log"  # exists before the child opens it (the startup-line poll reads it at once)
   "$K3" serve --port 0 "$@" >"$log" 2>"$log.err" &
   server=$!
   url=""

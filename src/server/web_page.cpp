@@ -40,6 +40,7 @@ button { font: inherit; padding: 0 16px; }
 <label>temperature <input type="number" id="temperature" value="0.7" min="0" max="2" step="0.1"></label>
 <label>max tokens <input type="number" id="max_tokens" value="256" min="1"></label>
 <label>API key <input id="key" type="password" size="10"></label>
+<label>more fields <input id="extra" size="18" placeholder='{"top_p": 0.9, "seed": 1}'></label>
 <button type="button" id="clear">new chat</button>
 </header>
 <div id="log"></div>
@@ -128,8 +129,11 @@ async function readEvents(response, onData) {
   }
 }
 
+// The request body: the conversation, the header's settings, then any fields typed as a JSON
+// object into "more fields" (seed, top_p, stop, logit_bias, ...).
 function request() {
   const msgs = [];
+  const extra = $("extra").value.trim();
   const system = $("system").value.trim();
   if (system) msgs.push({ role: "system", content: system });
   return {
@@ -137,6 +141,7 @@ function request() {
     temperature: Number($("temperature").value), max_tokens: Number($("max_tokens").value),
     stream_options: { include_usage: true },
     chat_template_kwargs: { thinking: $("thinking").checked },
+    ...(extra ? JSON.parse(extra) : {}),
   };
 }
 
@@ -153,8 +158,9 @@ async function send(text) {
   if (key) headers["Authorization"] = "Bearer " + key;
   let finish = "";
   try {
+    const body = JSON.stringify(request());  // throws on bad "more fields" JSON
     const r = await fetch("/v1/chat/completions", {
-      method: "POST", headers, body: JSON.stringify(request()), signal: controller.signal });
+      method: "POST", headers, body, signal: controller.signal });
     if (!r.ok) {
       const e = await r.json().catch(() => ({}));
       throw new Error((e.error && e.error.message) || ("HTTP " + r.status));

@@ -36,7 +36,7 @@ class ChatPage(unittest.TestCase):
         for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
             opts.add_argument(a)
         cls.d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
-        cls.wait = WebDriverWait(cls.d, 60)
+        cls.wait = WebDriverWait(cls.d, 60, poll_frequency=0.05)
 
     @classmethod
     def tearDownClass(cls):
@@ -104,6 +104,17 @@ class ChatPage(unittest.TestCase):
         think.find_element(By.TAG_NAME, "summary").click()
         self.assertIsNotNone(think.get_attribute("open"))
 
+    def test_more_fields_are_sent(self):
+        self.set_thinking(False)
+        self.set_field("max_tokens", 4)
+        self.set_field("extra", '{"n": 2}')  # refused by the server: shows its error
+        self.send("Hi")
+        self.assertEqual(self.wait_done(1), "error")
+        self.assertIn("'n' must be 1", self.answers()[0].find_element(By.CLASS_NAME, "error").text)
+        self.set_field("extra", "{not json")
+        self.send("Hi")
+        self.assertEqual(self.wait_done(2), "error")
+
     def test_tool_calls_are_shown(self):
         self.d.execute_script("""
             const v = answerView();
@@ -117,6 +128,9 @@ class ChatPage(unittest.TestCase):
         before = metric("k3_requests_cancelled_total")
         self.set_thinking(False)
         self.set_field("max_tokens", 100000)
+        # The random model would end its message after about a thousand tokens: ban the stop
+        # ids (typed into "more fields") so that only Stop can end this answer.
+        self.set_field("extra", json.dumps({"logit_bias": {"6261": -100, "6262": -100}}))
         self.send("Write a very long story")
         content = lambda: self.d.execute_script(
             "const m = document.querySelectorAll('.msg.assistant'); "
