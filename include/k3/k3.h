@@ -15,6 +15,7 @@
 //   init.h               random-initialised checkpoints for any config (k3 init)
 //   inspect.h            describe_checkpoint: config and tensors of a checkpoint (k3 inspect)
 //   weight_table.h       every tensor a config implies: name, shape, role, parameters
+//   router_balance.h     router-bias balancing: Quantile Balancing, Loss-Free, MaxVio
 // Not included here: server.h (k3::Server, the OpenAI-compatible HTTP server; its own library,
 // k3server, which links cpp-httplib).
 #pragma once
@@ -31,6 +32,7 @@
 #include "k3/model.h"
 #include "k3/npy.h"
 #include "k3/perplexity.h"
+#include "k3/router_balance.h"
 #include "k3/sampler.h"
 #include "k3/tokenizer.h"
 #include "k3/weight_table.h"

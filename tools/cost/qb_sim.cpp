@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <utility>
 
 #include "k3/error.h"
 
@@ -80,30 +81,29 @@ Scores qb_sim_batch(const QbSimOptions& o, const std::vector<double>& popularity
 
 QbSimResult qb_simulate(const QbSimOptions& o) {
   check_options(o);
-  const auto conv = QbConvention::paddle;
+  // The training code's balancers, one per method, each fed the same batch once per step.
+  using balance::Method;
+  auto make = [&](Method m) {
+    return balance::RouterBalancer(o.experts,
+                                   {m, o.top_k, o.bins, QbConvention::paddle, o.lf_rate});
+  };
+  balance::RouterBalancer exact = make(Method::qb_exact), hist = make(Method::qb_histogram),
+                          lf = make(Method::loss_free);
   const std::vector<double> mu = qb_sim_popularity(o);
-  std::vector<double> b_exact(static_cast<size_t>(o.experts), 0.0), b_hist = b_exact,
-                                                                    b_lf = b_exact;
   QbSimResult res;
   res.options = o;
   for (int64_t step = 0; step < o.steps; ++step) {
     Scores sc = qb_sim_batch(o, mu, step);
-    Routing re = route(sc, o.top_k, b_exact, conv);
-    Routing rh = route(sc, o.top_k, b_hist, conv);
-    Routing rl = route(sc, o.top_k, b_lf, conv);
-    res.exact.push_back(max_violation(re.loads, o.tokens, o.top_k));
-    res.histogram.push_back(max_violation(rh.loads, o.tokens, o.top_k));
-    res.loss_free.push_back(max_violation(rl.loads, o.tokens, o.top_k));
+    for (auto [bal, out] : {std::pair{&exact, &res.exact}, std::pair{&hist, &res.histogram},
+                            std::pair{&lf, &res.loss_free}}) {
+      bal->observe(sc);
+      out->push_back(bal->finish_step().max_vio);
+    }
     double gap = std::abs(res.exact.back() - res.histogram.back());
     if (gap > res.max_gap) {
       res.max_gap = gap;
       res.max_gap_step = step;
     }
-    if (step + 1 == o.steps) break;  // the last update would never be observed
-    b_exact = qb_bias_exact(sc, o.top_k, re.alpha, conv);
-    b_hist = qb_bias_histogram(sc, o.top_k, rh.alpha, qb_range_lo(b_hist), qb_range_hi(b_hist),
-                               o.bins, conv);
-    b_lf = loss_free_update(rl.loads, o.tokens, o.top_k, b_lf, o.lf_rate);
   }
   return res;
 }

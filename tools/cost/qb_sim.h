@@ -1,6 +1,6 @@
-// A seeded QB simulation in the spirit of [A2] FIG 17 ("a fixed distribution with resampled
-// batches", 41 observations, seed 20260909): exact-quantile QB, B-bin histogram QB and Loss-Free
-// route the same batches, and MaxVio is recorded per step.
+// A seeded QB simulation (run by the training code's RouterBalancer) in the spirit of [A2] FIG 17
+// ("a fixed distribution with resampled batches", 41 observations, seed 20260909): exact-quantile
+// QB, B-bin histogram QB and Loss-Free route the same batches, and MaxVio is recorded per step.
 //
 // Synthetic router (our choice; the article's generator was not published): expert e has a fixed
 // popularity mu_e ~ Normal(0, skew^2) drawn once from the seed; every step draws a fresh batch of

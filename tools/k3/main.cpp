@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"perplexity", k3::cli::cmd_perplexity, "perplexity of a text file (sliding window)", false},
     {"tokenize", k3::cli::cmd_tokenize, "text to token ids with the model's tokenizer", true},
     {"detokenize", k3::cli::cmd_detokenize, "token ids to text with the model's tokenizer", true},
+    {"tokenizer", k3::cli::cmd_tokenizer, "tokenizer train: learn a BPE tokenizer from text", true},
     {"inspect", k3::cli::cmd_inspect, "summarise a checkpoint: config, schedule, sizes, memory",
      true},
     {"bench", k3::cli::cmd_bench, "prefill and decode tokens/s, median over repeats", true},

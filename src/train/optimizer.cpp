@@ -1,0 +1,150 @@
+#include "train/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "k3/error.h"
+#include "train/newton_schulz.h"
+
+namespace k3::train {
+namespace {
+
+size_t at(int64_t i) { return static_cast<size_t>(i); }
+
+// Copies block h of a [rows, cols] matrix split into `heads` blocks along `axis` into
+// out[br, bc], or (back = true) copies out back into the block.
+void head_block(float* m, int64_t rows, int64_t cols, HeadAxis axis, int64_t heads, int64_t h,
+                float* out, bool back) {
+  const int64_t br = axis == HeadAxis::rows ? rows / heads : rows;
+  const int64_t bc = axis == HeadAxis::cols ? cols / heads : cols;
+  const int64_t r0 = axis == HeadAxis::rows ? h * br : 0, c0 = axis == HeadAxis::cols ? h * bc : 0;
+  for (int64_t r = 0; r < br; ++r) {
+    float* row = m + at((r0 + r) * cols + c0);
+    float* blk = out + at(r * bc);
+    if (back) {
+      std::copy(blk, blk + bc, row);
+    } else {
+      std::copy(row, row + bc, blk);
+    }
+  }
+}
+
+}  // namespace
+
+int64_t Param::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Optimizer::Optimizer(std::vector<Param> params, OptimizerConfig config)
+    : params_(std::move(params)), cfg_(config) {
+  m_.resize(params_.size());
+  v_.resize(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Param& p = params_[i];
+    check(p.value && p.grad, "optimizer: parameter ", p.name, " has no value or gradient buffer");
+    if (p.group.update == Update::frozen) continue;
+    m_[i].assign(at(p.numel()), 0.0f);
+    if (p.group.update == Update::adamw) v_[i].assign(at(p.numel()), 0.0f);
+    if (p.group.update == Update::muon) {
+      check(p.shape.size() == 2, "optimizer: Muon parameter ", p.name, " is not a matrix");
+      const int64_t split = p.group.head_axis == HeadAxis::rows   ? p.shape[0]
+                            : p.group.head_axis == HeadAxis::cols ? p.shape[1]
+                                                                  : p.group.heads;
+      check(p.group.heads >= 1 && split % p.group.heads == 0, "optimizer: ", p.name, " axis of ",
+            split, " does not split into ", p.group.heads, " heads");
+    }
+  }
+}
+
+void Optimizer::step(float lr) {
+  ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    switch (params_[i].group.update) {
+      case Update::adamw:
+        adamw(i, lr);
+        break;
+      case Update::muon:
+        muon(i, lr);
+        break;
+      case Update::frozen:
+        break;
+    }
+  }
+}
+
+void Optimizer::adamw(size_t i, float lr) {
+  const Param& p = params_[i];
+  const float b1 = cfg_.adam_beta1, b2 = cfg_.adam_beta2;
+  const double t = static_cast<double>(step_);
+  const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(double(b1), t)));
+  const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(double(b2), t)));
+  const float decay = p.group.decay ? 1.0f - lr * cfg_.weight_decay : 1.0f;
+  float *m = m_[i].data(), *v = v_[i].data();
+  const int64_t n = p.numel();
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
+  for (int64_t j = 0; j < n; ++j) {
+    const float g = p.grad[j];
+    m[j] = b1 * m[j] + (1 - b1) * g;
+    v[j] = b2 * v[j] + (1 - b2) * g * g;
+    p.value[j] = p.value[j] * decay - lr * (m[j] * c1) / (std::sqrt(v[j] * c2) + cfg_.adam_eps);
+  }
+}
+
+void Optimizer::muon(size_t i, float lr) {
+  const Param& p = params_[i];
+  const int64_t rows = p.shape[0], cols = p.shape[1], n = p.numel();
+  const float mu = cfg_.muon_momentum;
+  float* m = m_[i].data();
+  std::vector<float> u(at(n));
+  for (int64_t j = 0; j < n; ++j) {
+    m[j] = mu * m[j] + p.grad[j];
+    u[j] = cfg_.muon_nesterov ? p.grad[j] + mu * m[j] : m[j];
+  }
+  const HeadAxis axis = p.group.head_axis;
+  const int64_t heads = axis == HeadAxis::none ? 1 : p.group.heads;
+  const int64_t br = axis == HeadAxis::rows ? rows / heads : rows;
+  const int64_t bc = axis == HeadAxis::cols ? cols / heads : cols;
+  const float scale =
+      lr * cfg_.muon_rms_scale * static_cast<float>(std::sqrt(double(std::max(br, bc))));
+  std::vector<float> block(at(br * bc)), ortho(at(br * bc)), update(at(n));
+  for (int64_t h = 0; h < heads; ++h) {
+    head_block(u.data(), rows, cols, axis, heads, h, block.data(), false);
+    newton_schulz(block.data(), ortho.data(), br, bc, cfg_.ns_steps);
+    head_block(update.data(), rows, cols, axis, heads, h, ortho.data(), true);
+  }
+  const float decay = p.group.decay ? 1.0f - lr * cfg_.weight_decay : 1.0f;
+  for (int64_t j = 0; j < n; ++j) p.value[j] = p.value[j] * decay - scale * update[j];
+}
+
+double grad_global_norm(std::span<const Param> params) {
+  double sum = 0;
+  for (const Param& p : params) {
+    if (p.group.update == Update::frozen) continue;
+    const int64_t n = p.numel();
+    for (int64_t j = 0; j < n; ++j) sum += double(p.grad[j]) * double(p.grad[j]);
+  }
+  return std::sqrt(sum);
+}
+
+double clip_grad_norm(std::span<const Param> params, double max_norm) {
+  const double norm = grad_global_norm(params);
+  check(std::isfinite(norm), "gradient norm is not finite (", norm, "): the step diverged");
+  if (max_norm > 0 && norm > max_norm) scale_grads(params, static_cast<float>(max_norm / norm));
+  return norm;
+}
+
+void scale_grads(std::span<const Param> params, float factor) {
+  for (const Param& p : params) {
+    const int64_t n = p.numel();
+    for (int64_t j = 0; j < n; ++j) p.grad[j] *= factor;
+  }
+}
+
+void zero_grads(std::span<const Param> params) {
+  for (const Param& p : params) std::fill(p.grad, p.grad + p.numel(), 0.0f);
+}
+
+}  // namespace k3::train

@@ -1,0 +1,75 @@
+// The training optimiser on plain fp32 buffers (spec §8): Muon for hidden matrices, AdamW for
+// the rest (param_groups.h), decoupled weight decay, clipping by global norm and gradient
+// accumulation. The caller owns the value and gradient buffers; the optimiser owns its moments.
+//
+//   std::vector<Param> ps = ...;                       // one per tensor, grads summed by backward
+//   Optimizer opt(ps, OptimizerConfig{});
+//   for each step: zero_grads(ps); for each micro-batch: backward adds into grad;
+//                  scale_grads(ps, 1.0f / micro_batches);   // accumulation = mean
+//                  float norm = clip_grad_norm(ps, 1.0f);
+//                  opt.step(schedule.at(step));
+//
+// AdamW (PyTorch's): m <- b1 m + (1-b1) g, v <- b2 v + (1-b2) g², w <- w (1 - lr wd)
+//   - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+// Muon (Moonlight's): m <- mu m + g, u = g + mu m (Nesterov) or m, O = NS(u) per matrix or per
+//   head block, w <- w (1 - lr wd) - lr * rms_scale * sqrt(max(rows, cols)) * O, where rows and
+//   cols are the block's; rms_scale 0.2 matches AdamW's update RMS so one lr serves both.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "train/param_groups.h"
+
+namespace k3::train {
+
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* value = nullptr;  // [numel]
+  float* grad = nullptr;   // [numel]
+  ParamGroup group;
+  int64_t numel() const;
+};
+
+struct OptimizerConfig {
+  float adam_beta1 = 0.9f, adam_beta2 = 0.95f, adam_eps = 1e-8f;
+  float weight_decay = 0.1f;
+  float muon_momentum = 0.95f;
+  bool muon_nesterov = true;
+  int ns_steps = 5;
+  float muon_rms_scale = 0.2f;
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Param> params, OptimizerConfig config);
+  // One update of every non-frozen parameter at learning rate lr.
+  void step(float lr);
+  int64_t steps_taken() const { return step_; }
+  const std::vector<Param>& params() const { return params_; }
+  // Moments, for checkpoints: first[i] is m (AdamW and Muon), second[i] is v (AdamW; empty else).
+  std::vector<std::vector<float>>& first_moments() { return m_; }
+  std::vector<std::vector<float>>& second_moments() { return v_; }
+  void set_steps_taken(int64_t s) { step_ = s; }
+
+ private:
+  void adamw(size_t i, float lr);
+  void muon(size_t i, float lr);
+  std::vector<Param> params_;
+  OptimizerConfig cfg_;
+  std::vector<std::vector<float>> m_, v_;
+  int64_t step_ = 0;
+};
+
+// sqrt of the sum of every gradient element squared (in double), over all non-frozen params.
+double grad_global_norm(std::span<const Param> params);
+// Scales every gradient by max_norm / norm when the global norm exceeds max_norm (max_norm <= 0
+// disables clipping). Returns the norm before clipping.
+double clip_grad_norm(std::span<const Param> params, double max_norm);
+void scale_grads(std::span<const Param> params, float factor);
+void zero_grads(std::span<const Param> params);
+
+}  // namespace k3::train
