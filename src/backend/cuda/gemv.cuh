@@ -1,0 +1,104 @@
+// Device helpers of the GEMV kernels (linear.cu, moe.cu): one warp computes one weight row's
+// dot products with up to kT token rows of x, reading the row once in its stored format.
+//   row_dot_bf16   BF16, cols % 8 == 0, x rows 16-byte aligned: 16-byte weight loads
+//   row_dot_mxfp4  packed MXFP4 (cols % 32 == 0): a group (16 bytes + one E8M0 scale) per lane
+//   row_dot_any    BF16 or F32, any shape: one element per lane per step
+// acc[t] holds lane partial sums; warp_finish() reduces them (same order for every t, so a
+// token's result does not depend on which other tokens share the call).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/reduce.cuh"
+
+namespace k3::cuda {
+
+__device__ inline float bf16_bits(uint32_t b) { return __uint_as_float(b << 16); }
+
+__device__ inline float e8m0(uint8_t s) {
+  if (s == 0) return ldexpf(1.0f, -127);
+  return __uint_as_float(uint32_t{s} << 23);  // 255 gives inf/NaN, as on the CPU (not expected)
+}
+
+__device__ inline float fp4(uint32_t n) {
+  constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float m = kMag[n & 7];
+  return (n & 8) ? -m : m;
+}
+
+// acc[t] += Σ_j vals[j] · x[t, i0 + j] for 8 consecutive weights.
+template <int kT>
+__device__ inline void fma8(const float* vals, const float* x, int64_t cols, int64_t i0, int T,
+                            float* acc) {
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    if (t >= T) break;
+    const float4 a = *reinterpret_cast<const float4*>(x + t * cols + i0);
+    const float4 b = *reinterpret_cast<const float4*>(x + t * cols + i0 + 4);
+    acc[t] += vals[0] * a.x + vals[1] * a.y + vals[2] * a.z + vals[3] * a.w + vals[4] * b.x +
+              vals[5] * b.y + vals[6] * b.z + vals[7] * b.w;
+  }
+}
+
+template <int kT>
+__device__ inline void row_dot_bf16(const uint16_t* wr, const float* x, int64_t cols, int T,
+                                    float* acc) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t i = lane * 8; i < cols; i += 256) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(wr + i);
+    const uint32_t p[4] = {raw.x, raw.y, raw.z, raw.w};
+    float vals[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      vals[2 * j] = bf16_bits(p[j] & 0xffffu);
+      vals[2 * j + 1] = bf16_bits(p[j] >> 16);
+    }
+    fma8<kT>(vals, x, cols, i, T, acc);
+  }
+}
+
+template <int kT>
+__device__ inline void row_dot_mxfp4(const uint8_t* pr, const uint8_t* sr, const float* x,
+                                     int64_t cols, int T, float* acc) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t g = lane; g < cols / 32; g += 32) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(pr + g * 16);
+    const float sc = e8m0(sr[g]);
+    const uint32_t p[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // 4 bytes -> 8 weights: low nibble first
+      float vals[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) vals[j] = fp4((p[q] >> (4 * j)) & 0xfu) * sc;
+      fma8<kT>(vals, x, cols, g * 32 + q * 8, T, acc);
+    }
+  }
+}
+
+// Row r of a BF16 (bf16 = true) or F32 matrix of `cols` columns.
+template <int kT>
+__device__ inline void row_dot_any(const void* w, bool bf16, int64_t r, const float* x,
+                                   int64_t cols, int T, float* acc) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t i = lane; i < cols; i += 32) {
+    const float v = bf16 ? bf16_bits(static_cast<const uint16_t*>(w)[r * cols + i])
+                         : static_cast<const float*>(w)[r * cols + i];
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      if (t < T) acc[t] += v * x[t * cols + i];
+    }
+  }
+}
+
+// y[t * ldy] = Σ lanes acc[t] (lane 0 writes).
+template <int kT>
+__device__ inline void warp_finish(float* acc, int T, int64_t ldy, float* y) {
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    if (t >= T) break;
+    const float v = warp_sum(acc[t]);
+    if (threadIdx.x % 32 == 0) y[t * ldy] = v;
+  }
+}
+
+}  // namespace k3::cuda
