@@ -19,7 +19,7 @@ BUDGET_S=${K3_GPU_BUDGET_S:-560}  # the device tool stops a command at 600 s
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
 log() { echo "[$(date +%T) +$(($(date +%s) - START))s] $*" | tee -a "$OUT/summary.txt"; }
 
-log "commit $(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)"
+log "commit $(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
   >>"$OUT/summary.txt" 2>&1
 nproc >>"$OUT/summary.txt"
@@ -78,7 +78,7 @@ grep -E "gpu vs cpu|all cases so far|decode vs prefill" "$OUT/tests.log" | tail 
 log "bench ops"
 timeout 200 "$B/bin/k3-bench-cuda" ops >"$OUT/bench.txt" 2>&1
 log "bench ops rc $?"
-COPY=$(awk '/^copy d2d/ {print $(NF-2)}' "$OUT/bench.txt")
+COPY=$(awk '/^copy d2d/ {for (i = 2; i <= NF; ++i) if ($i == "GB/s") print $(i - 1)}' "$OUT/bench.txt")
 
 if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
   wait "$INIT_PID"

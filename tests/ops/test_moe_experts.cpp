@@ -1,6 +1,8 @@
 // The routed experts as one op against the per-choice double reference: BF16, F32 and packed
-// MXFP4 experts; one token, a few, more than the device's grouped-GEMV limit (32 tokens), every
-// expert chosen (k = E) and experts nobody chose; widths off the vector widths for BF16/F32.
+// MXFP4 experts; one token, a few, several 8-token tiles per expert, every expert chosen
+// (k = E), experts nobody chose, more than 128 tokens (the device's per-expert path); widths
+// off the vector widths for BF16/F32.
+// widths off the vector widths for BF16/F32.
 #include <gtest/gtest.h>
 
 #include "core/bf16.h"
@@ -89,8 +91,9 @@ std::vector<OpCase> cases() {
     v.push_back(moe_case(1, 1, 1, L, I, f));
     v.push_back(moe_case(1, 2, 5, L, I, f));
     v.push_back(moe_case(5, 3, 6, L, I, f));
-    v.push_back(moe_case(9, 4, 4, L, I, f));   // k = E: every expert has every token
-    v.push_back(moe_case(40, 2, 7, L, I, f));  // beyond the grouped-GEMV step size
+    v.push_back(moe_case(9, 4, 4, L, I, f));    // k = E: every expert has every token
+    v.push_back(moe_case(40, 2, 7, L, I, f));   // several 8-token tiles per expert
+    v.push_back(moe_case(130, 2, 3, L, I, f));  // beyond the grouped-GEMV step size
   }
   v.push_back(moe_case(3, 2, 4, 64, 64, MatFormat::bf16));  // vectorised BF16 rows
   return v;

@@ -20,10 +20,12 @@ __device__ inline float e8m0(uint8_t s) {
   return __uint_as_float(uint32_t{s} << 23);  // 255 gives inf/NaN, as on the CPU (not expected)
 }
 
+// E2M1 nibble -> float, built from its bits (a table indexed at run time would sit in local
+// memory): exponent e (2 bits), mantissa m (1 bit); e = 0 is the subnormal m·0.5.
 __device__ inline float fp4(uint32_t n) {
-  constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float m = kMag[n & 7];
-  return (n & 8) ? -m : m;
+  const uint32_t e = (n >> 1) & 3u, m = n & 1u, sign = (n & 8u) << 28;
+  const uint32_t bits = e != 0 ? ((e + 126u) << 23) | (m << 22) : (m != 0 ? 0x3f000000u : 0u);
+  return __uint_as_float(bits | sign);
 }
 
 // acc[t] += Σ_j vals[j] · x[t, i0 + j] for 8 consecutive weights.
@@ -44,6 +46,7 @@ template <int kT>
 __device__ inline void row_dot_bf16(const uint16_t* wr, const float* x, int64_t cols, int T,
                                     float* acc) {
   const int lane = threadIdx.x % 32;
+#pragma unroll 4
   for (int64_t i = lane * 8; i < cols; i += 256) {
     const uint4 raw = *reinterpret_cast<const uint4*>(wr + i);
     const uint32_t p[4] = {raw.x, raw.y, raw.z, raw.w};
@@ -61,6 +64,7 @@ template <int kT>
 __device__ inline void row_dot_mxfp4(const uint8_t* pr, const uint8_t* sr, const float* x,
                                      int64_t cols, int T, float* acc) {
   const int lane = threadIdx.x % 32;
+#pragma unroll 2
   for (int64_t g = lane; g < cols / 32; g += 32) {
     const uint4 raw = *reinterpret_cast<const uint4*>(pr + g * 16);
     const float sc = e8m0(sr[g]);

@@ -2,9 +2,10 @@
 // stored format.
 //   T <= 8: a GEMV kernel straight from the stored bytes (BF16, F32, or packed MXFP4 decoded in
 //           registers), one warp per weight row, every weight byte read once (decode).
-//   T > 8:  tensor-core GEMM through cuBLAS. x is split into bf16 hi + lo parts (x = hi + lo to
-//           about 2^-16 relative), both multiplied in one GEMM against the BF16 weights with
-//           fp32 accumulation and summed, so the result keeps near-fp32 accuracy. MXFP4 weights
+//   T > 8:  tensor-core GEMM through cuBLAS. x is split into three bf16 parts (x = hi + mid +
+//           lo to about 2^-27 relative), all multiplied in one GEMM against the BF16 weights
+//           with fp32 accumulation and summed, so the result keeps fp32 accuracy (the op's
+//           1e-6 tolerance; two parts, 2^-18, missed it). MXFP4 weights
 //           are first widened to BF16 (exact: E2M1 × 2^k fits a bf16) in scratch; F32 weights
 //           use SGEMM.
 #include <cuda_bf16.h>
@@ -84,19 +85,23 @@ void gemv(const float* x, int T, const Mat& w, const void* data, const uint8_t* 
 
 // ---- the GEMM path ----
 
-// xs [2T, C] bf16: rows 0..T-1 the rounded x, rows T..2T-1 the remainder.
-__global__ void split_bf16(const float* x, int64_t n, __nv_bfloat16* hi, __nv_bfloat16* lo) {
+// xs [3T, C] bf16: x = hi + mid + lo to about 2^-27 relative (rows 0..T-1, T..2T-1, 2T..3T-1).
+__global__ void split_bf16(const float* x, int64_t n, __nv_bfloat16* xs) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   const float v = x[i];
-  const __nv_bfloat16 h = __float2bfloat16_rn(v);
-  hi[i] = h;
-  lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+  const __nv_bfloat16 hi = __float2bfloat16_rn(v);
+  const float r1 = v - __bfloat162float(hi);
+  const __nv_bfloat16 mid = __float2bfloat16_rn(r1);
+  xs[i] = hi;
+  xs[n + i] = mid;
+  xs[2 * n + i] = __float2bfloat16_rn(r1 - __bfloat162float(mid));
 }
 
-__global__ void add_halves(const float* tmp, int64_t n, float* y) {
+// y = tmp_hi + (tmp_mid + tmp_lo): the small parts first.
+__global__ void add_thirds(const float* tmp, int64_t n, float* y) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) y[i] = tmp[i] + tmp[n + i];
+  if (i < n) y[i] = tmp[i] + (tmp[n + i] + tmp[2 * n + i]);
 }
 
 __global__ void widen_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t n_bytes,
@@ -111,21 +116,22 @@ __global__ void widen_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_
 }
 
 // y [T, R] = x [T, C] · W [R, C]ᵀ with W bf16: cuBLAS is column-major, so this is
-// yᵀ (R×T) = W (C×R)ᵀ · xᵀ (C×T).
+// yᵀ (R×T) = W (C×R)ᵀ · xᵀ (C×T), over the 3T rows of the split x in one GEMM.
 void gemm_bf16_split(const float* x, int64_t T, const __nv_bfloat16* w, int64_t R, int64_t C,
                      float* y) {
-  cuda::Scratch xs(2 * T * C * sizeof(__nv_bfloat16)), tmp(2 * T * R * sizeof(float));
-  auto* hi = static_cast<__nv_bfloat16*>(xs.get());
-  split_bf16<<<blocks_for(T * C, 256), 256, 0, stream()>>>(x, T * C, hi, hi + T * C);
+  cuda::Scratch xs(3 * T * C * sizeof(__nv_bfloat16)), tmp(3 * T * R * sizeof(float));
+  auto* parts = static_cast<__nv_bfloat16*>(xs.get());
+  split_bf16<<<blocks_for(T * C, 256), 256, 0, stream()>>>(x, T * C, parts);
   check_launch("linear (split)");
   const float one = 1.0f, zero = 0.0f;
-  cuda::check_blas(cuda::blas_api().gemm_ex(
-                       cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
-                       static_cast<int>(2 * T), static_cast<int>(C), &one, w, CUDA_R_16BF,
-                       static_cast<int>(C), hi, CUDA_R_16BF, static_cast<int>(C), &zero, tmp.get(),
-                       CUDA_R_32F, static_cast<int>(R), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "linear (bf16 gemm)");
-  add_halves<<<blocks_for(T * R, 256), 256, 0, stream()>>>(static_cast<const float*>(tmp.get()),
+  cuda::check_blas(
+      cuda::blas_api().gemm_ex(cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
+                               static_cast<int>(3 * T), static_cast<int>(C), &one, w, CUDA_R_16BF,
+                               static_cast<int>(C), parts, CUDA_R_16BF, static_cast<int>(C), &zero,
+                               tmp.get(), CUDA_R_32F, static_cast<int>(R), CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT),
+      "linear (bf16 gemm)");
+  add_thirds<<<blocks_for(T * R, 256), 256, 0, stream()>>>(static_cast<const float*>(tmp.get()),
                                                            T * R, y);
   check_launch("linear (sum)");
 }

@@ -2,7 +2,7 @@
 // device (no copy back to the host), each expert's rows gathered, the gate/up/down projections
 // run for all experts together, SiTU-GLU in between, and every token's outputs combined in
 // choice order.
-//   small steps (T <= kGroupedMaxT, decode): grouped GEMV kernels straight from the packed
+//   steps of up to 128 tokens (decode batches): grouped GEMV kernels straight from the packed
 //     weights, one block row per (active expert, 8 weight rows), each weight row read once per
 //     8 of its tokens; 9 launches per layer whatever the expert count;
 //   larger steps: the group offsets come back to the host and each expert with rows runs the
@@ -24,7 +24,7 @@ using cuda::check_launch;
 using cuda::Scratch;
 using cuda::stream;
 
-constexpr int64_t kGroupedMaxT = 32;
+constexpr int64_t kGroupedMaxT = 128;
 constexpr int kWarps = 8;  // weight rows per block
 constexpr int kTile = 8;   // token rows per pass over a weight row
 
