@@ -1,7 +1,7 @@
 // Device helpers of the GEMV kernels (linear.cu, moe.cu): one warp computes one weight row's
 // dot products with up to kT token rows of x, reading the row once in its stored format.
 //   row_dot_bf16   BF16, cols % 8 == 0, x rows 16-byte aligned: 16-byte weight loads
-//   row_dot_mxfp4  packed MXFP4 (cols % 32 == 0): a group (16 bytes + one E8M0 scale) per lane
+//   row_dot_mxfp4  packed MXFP4 (cols % 32 == 0): 16 columns (8 bytes) per lane per step
 //   row_dot_any    BF16 or F32, any shape: one element per lane per step
 // acc[t] holds lane partial sums; warp_finish() reduces them (same order for every t, so a
 // token's result does not depend on which other tokens share the call).
@@ -60,21 +60,24 @@ __device__ inline void row_dot_bf16(const uint16_t* wr, const float* x, int64_t 
   }
 }
 
+// Lane l covers 16 consecutive columns per step (8 packed bytes; two lanes share a group's
+// scale), so the warp's weight reads and x reads are both contiguous: giving each lane a whole
+// group of 32 made its x reads 128 bytes apart (one cache line per lane: 8x the L1 traffic).
 template <int kT>
 __device__ inline void row_dot_mxfp4(const uint8_t* pr, const uint8_t* sr, const float* x,
                                      int64_t cols, int T, float* acc) {
   const int lane = threadIdx.x % 32;
 #pragma unroll 2
-  for (int64_t g = lane; g < cols / 32; g += 32) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(pr + g * 16);
-    const float sc = e8m0(sr[g]);
-    const uint32_t p[4] = {raw.x, raw.y, raw.z, raw.w};
+  for (int64_t c0 = lane * 16; c0 < cols; c0 += 512) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(pr + c0 / 2);
+    const float sc = e8m0(sr[c0 / 32]);
+    const uint32_t p[2] = {raw.x, raw.y};
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {  // 4 bytes -> 8 weights: low nibble first
+    for (int q = 0; q < 2; ++q) {  // 4 bytes -> 8 weights: low nibble first
       float vals[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) vals[j] = fp4((p[q] >> (4 * j)) & 0xfu) * sc;
-      fma8<kT>(vals, x, cols, g * 32 + q * 8, T, acc);
+      fma8<kT>(vals, x, cols, c0 + q * 8, T, acc);
     }
   }
 }
