@@ -82,6 +82,97 @@ __device__ inline void row_dot_mxfp4(const uint8_t* pr, const uint8_t* sr, const
   }
 }
 
+// ---- kR weight rows per warp: each x value loaded once serves kR rows (x reads, not weight
+// bytes, bounded the one-row kernels, most of all with several tokens). Rows past R repeat
+// the last row and are not written.
+
+// acc[t][r] += Σ_j vals[r][j] · x[t, i0 + j] for 8 consecutive columns.
+template <int kT, int kR>
+__device__ inline void fma8_rows(const float (&vals)[kR][8], const float* x, int64_t cols,
+                                 int64_t i0, int T, float (&acc)[kT][kR]) {
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    if (t >= T) break;
+    const float4 a = *reinterpret_cast<const float4*>(x + t * cols + i0);
+    const float4 b = *reinterpret_cast<const float4*>(x + t * cols + i0 + 4);
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const float* v = vals[r];
+      acc[t][r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y +
+                   v[6] * b.z + v[7] * b.w;
+    }
+  }
+}
+
+// BF16 rows r0 … r0+kR-1 (cols % 8 == 0): lane l reads 16 bytes of each row per step.
+template <int kT, int kR>
+__device__ inline void rows_dot_bf16(const uint16_t* w, int64_t r0, int64_t R, const float* x,
+                                     int64_t cols, int T, float (&acc)[kT][kR]) {
+  const int lane = threadIdx.x % 32;
+  const uint16_t* row[kR];
+#pragma unroll
+  for (int r = 0; r < kR; ++r) row[r] = w + min(r0 + r, R - 1) * cols;
+#pragma unroll 2
+  for (int64_t i = lane * 8; i < cols; i += 256) {
+    float vals[kR][8];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(row[r] + i);
+      const uint32_t p[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        vals[r][2 * j] = bf16_bits(p[j] & 0xffffu);
+        vals[r][2 * j + 1] = bf16_bits(p[j] >> 16);
+      }
+    }
+    fma8_rows<kT, kR>(vals, x, cols, i, T, acc);
+  }
+}
+
+// MXFP4 rows r0 … r0+kR-1 (cols % 32 == 0): lane l reads 4 packed bytes (8 columns) of each
+// row per step; four lanes share a group's scale.
+template <int kT, int kR>
+__device__ inline void rows_dot_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t r0,
+                                      int64_t R, const float* x, int64_t cols, int T,
+                                      float (&acc)[kT][kR]) {
+  const int lane = threadIdx.x % 32;
+  const uint8_t* prow[kR];
+  const uint8_t* srow[kR];
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    const int64_t rr = min(r0 + r, R - 1);
+    prow[r] = packed + rr * (cols / 2);
+    srow[r] = scales + rr * (cols / 32);
+  }
+#pragma unroll 2
+  for (int64_t c0 = lane * 8; c0 < cols; c0 += 256) {
+    float vals[kR][8];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const uint32_t p = *reinterpret_cast<const uint32_t*>(prow[r] + c0 / 2);
+      const float sc = e8m0(srow[r][c0 / 32]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) vals[r][j] = fp4((p >> (4 * j)) & 0xfu) * sc;
+    }
+    fma8_rows<kT, kR>(vals, x, cols, c0, T, acc);
+  }
+}
+
+// y[t * ldy + r] for the warp's rows r0 … (lane 0 writes the rows that exist).
+template <int kT, int kR>
+__device__ inline void warp_finish_rows(float (&acc)[kT][kR], int T, int64_t r0, int64_t R,
+                                        int64_t ldy, float* y) {
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    if (t >= T) break;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const float v = warp_sum(acc[t][r]);
+      if (threadIdx.x % 32 == 0 && r0 + r < R) y[t * ldy + r0 + r] = v;
+    }
+  }
+}
+
 // Row r of a BF16 (bf16 = true) or F32 matrix of `cols` columns.
 template <int kT>
 __device__ inline void row_dot_any(const void* w, bool bf16, int64_t r, const float* x,

@@ -26,26 +26,28 @@ using cuda::stream;
 constexpr int kGemvMaxT = 8;
 constexpr int kWarpsPerBlock = 8;
 
-// BF16, cols % 8 == 0: each lane reads 16 bytes (8 weights) per step.
+constexpr int kRowsPerWarp = 4;
+
+// BF16, cols % 8 == 0: a warp owns kRowsPerWarp rows, each lane reads 16 bytes of each per step.
 template <int kT>
 __global__ void gemv_bf16(const float* x, int T, const uint16_t* w, int64_t rows, int64_t cols,
                           float* y) {
-  const int64_t r = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
-  if (r >= rows) return;
-  float acc[kT] = {};
-  cuda::row_dot_bf16<kT>(w + r * cols, x, cols, T, acc);
-  cuda::warp_finish<kT>(acc, T, rows, y + r);
+  const int64_t r0 = (blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32) * kRowsPerWarp;
+  if (r0 >= rows) return;
+  float acc[kT][kRowsPerWarp] = {};
+  cuda::rows_dot_bf16<kT, kRowsPerWarp>(w, r0, rows, x, cols, T, acc);
+  cuda::warp_finish_rows<kT, kRowsPerWarp>(acc, T, r0, rows, rows, y);
 }
 
-// MXFP4: each lane decodes whole groups of 32 (16 packed bytes + one scale) in registers.
+// MXFP4: decoded in registers from the packed nibbles and scales, kRowsPerWarp rows per warp.
 template <int kT>
 __global__ void gemv_mxfp4(const float* x, int T, const uint8_t* packed, const uint8_t* scales,
                            int64_t rows, int64_t cols, float* y) {
-  const int64_t r = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
-  if (r >= rows) return;
-  float acc[kT] = {};
-  cuda::row_dot_mxfp4<kT>(packed + r * (cols / 2), scales + r * (cols / 32), x, cols, T, acc);
-  cuda::warp_finish<kT>(acc, T, rows, y + r);
+  const int64_t r0 = (blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32) * kRowsPerWarp;
+  if (r0 >= rows) return;
+  float acc[kT][kRowsPerWarp] = {};
+  cuda::rows_dot_mxfp4<kT, kRowsPerWarp>(packed, scales, r0, rows, x, cols, T, acc);
+  cuda::warp_finish_rows<kT, kRowsPerWarp>(acc, T, r0, rows, rows, y);
 }
 
 // Any shape, any format (F32, or BF16 with cols % 8 != 0): one element at a time.
@@ -69,13 +71,14 @@ bool vector_ok(const float* x, const Mat& w, const void* data) {
 template <int kT>
 void gemv(const float* x, int T, const Mat& w, const void* data, const uint8_t* scales, float* y) {
   const int grid = blocks_for(w.rows, kWarpsPerBlock), threads = 32 * kWarpsPerBlock;
+  const int grid_rows = blocks_for(w.rows, kWarpsPerBlock * kRowsPerWarp);
   const bool vec = vector_ok(x, w, data);
   if (w.format == MatFormat::mxfp4) {
-    gemv_mxfp4<kT><<<grid, threads, 0, stream()>>>(x, T, static_cast<const uint8_t*>(data), scales,
-                                                   w.rows, w.cols, y);
+    gemv_mxfp4<kT><<<grid_rows, threads, 0, stream()>>>(x, T, static_cast<const uint8_t*>(data),
+                                                        scales, w.rows, w.cols, y);
   } else if (w.format == MatFormat::bf16 && vec) {
-    gemv_bf16<kT><<<grid, threads, 0, stream()>>>(x, T, static_cast<const uint16_t*>(data), w.rows,
-                                                  w.cols, y);
+    gemv_bf16<kT><<<grid_rows, threads, 0, stream()>>>(x, T, static_cast<const uint16_t*>(data),
+                                                       w.rows, w.cols, y);
   } else {
     gemv_scalar<kT><<<grid, threads, 0, stream()>>>(x, T, data, w.format == MatFormat::bf16, w.rows,
                                                     w.cols, y);
@@ -171,6 +174,10 @@ void linear_device(const float* x, int64_t T, const Mat& w, float* y) {
         "linear (cuda): MXFP4 columns must be a multiple of 32");
   // MXFP4's GEMV needs 16-byte reads (cols % 32 == 0 makes every row aligned if x and W are).
   const bool gemv_ok = w.format != MatFormat::mxfp4 || vector_ok(x, w, w.data);
+  if (T == 1 && gemv_ok) {  // the decode case: fewer registers, more warps in flight
+    gemv<1>(x, 1, w, w.data, w.scales, y);
+    return;
+  }
   if (T <= kGemvMaxT && gemv_ok) {
     gemv<kGemvMaxT>(x, static_cast<int>(T), w, w.data, w.scales, y);
     return;

@@ -71,30 +71,39 @@ __global__ void gather_slots(const float* z, const int32_t* choice_of, int64_t N
   zin[i] = z[(choice_of[s] / k) * L + i % L];
 }
 
-// y [N, R] = x [N, C] · W_eᵀ for every active expert e over its slots (grid.y: active index).
+constexpr int kRowsPerWarp = 4;
+
+// y [N, R] = x [N, C] · W_eᵀ for every active expert e over its slots (grid.y: active index);
+// a warp owns kRowsPerWarp weight rows and walks the expert's slots kTile at a time.
 template <int kFmt>  // 0 mxfp4, 1 bf16 (vectorised), 2 bf16/f32 any shape
 __global__ void grouped_gemv(const float* x, const int32_t* offsets, const int32_t* active,
                              const int32_t* n_active, const ExpertPtrs* experts, int which,
                              bool bf16, int64_t R, int64_t C, float* y) {
   if (static_cast<int>(blockIdx.y) >= *n_active) return;
   const int e = active[blockIdx.y];
-  const int64_t r = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
-  if (r >= R) return;
+  const int64_t warp = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
+  const int64_t r0 = kFmt == 2 ? warp : warp * kRowsPerWarp;
+  if (r0 >= R) return;
   const void* w = experts[e].data[which];
   const int64_t begin = offsets[e], end = offsets[e + 1];
   for (int64_t t0 = begin; t0 < end; t0 += kTile) {
     const int T = static_cast<int>(min(int64_t{kTile}, end - t0));
-    float acc[kTile] = {};
     const float* xt = x + t0 * C;
-    if (kFmt == 0) {
-      cuda::row_dot_mxfp4<kTile>(static_cast<const uint8_t*>(w) + r * (C / 2),
-                                 experts[e].scales[which] + r * (C / 32), xt, C, T, acc);
-    } else if (kFmt == 1) {
-      cuda::row_dot_bf16<kTile>(static_cast<const uint16_t*>(w) + r * C, xt, C, T, acc);
-    } else {
-      cuda::row_dot_any<kTile>(w, bf16, r, xt, C, T, acc);
+    if (kFmt == 2) {
+      float acc[kTile] = {};
+      cuda::row_dot_any<kTile>(w, bf16, r0, xt, C, T, acc);
+      cuda::warp_finish<kTile>(acc, T, R, y + t0 * R + r0);
+      continue;
     }
-    cuda::warp_finish<kTile>(acc, T, R, y + t0 * R + r);
+    float acc[kTile][kRowsPerWarp] = {};
+    if (kFmt == 0) {
+      cuda::rows_dot_mxfp4<kTile, kRowsPerWarp>(static_cast<const uint8_t*>(w),
+                                                experts[e].scales[which], r0, R, xt, C, T, acc);
+    } else {
+      cuda::rows_dot_bf16<kTile, kRowsPerWarp>(static_cast<const uint16_t*>(w), r0, R, xt, C, T,
+                                               acc);
+    }
+    cuda::warp_finish_rows<kTile, kRowsPerWarp>(acc, T, r0, R, R, y + t0 * R);
   }
 }
 
@@ -127,7 +136,8 @@ int format_kind(const Mat& m, const float* x) {
 void launch_grouped(const float* x, const int32_t* offsets, const int32_t* active,
                     const int32_t* n_active, const ExpertPtrs* experts, int which, const Mat& m,
                     int64_t max_active, float* y) {
-  const dim3 grid(static_cast<unsigned>(blocks_for(m.rows, kWarps)),
+  const int rows_per_block = format_kind(m, x) == 2 ? kWarps : kWarps * kRowsPerWarp;
+  const dim3 grid(static_cast<unsigned>(blocks_for(m.rows, rows_per_block)),
                   static_cast<unsigned>(max_active));
   const bool bf16 = m.format == MatFormat::bf16;
   switch (format_kind(m, x)) {
