@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "k3/model.h"
@@ -31,6 +32,9 @@ struct EngineOptions {
   size_t state_budget_bytes = size_t{1} << 30;  // KDA slots + paged MLA latent cache
   int64_t max_sequences = 8;                    // live sequences + snapshots at once
   int64_t block_tokens = 16;                    // tokens per MLA cache block
+  // Where the step runs: "cpu" or "cuda" (weights uploaded once, state in device memory).
+  // Empty: the K3_DEVICE environment variable, else "cpu".
+  std::string device = {};
 };
 
 // The new tokens of one step, flattened (cu_seqlens style): sequence i owns

@@ -64,8 +64,12 @@ class Sequence {
   int64_t seq_;
 };
 
-// Worker threads for all ops (default: K3_THREADS, else every core).
+// Worker threads for all ops (default: K3_THREADS, else the physical cores).
 void set_num_threads(int n);
 int num_threads();
+
+// The CPU kernels' instruction-set path chosen at start-up: "scalar", "avx2" or "avx512"
+// (the best this CPU supports, or K3_ISA).
+std::string cpu_isa_name();
 
 }  // namespace k3

@@ -24,6 +24,8 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void sync() = 0;  // waits for all queued work
+  // Sets `bytes` bytes of this backend's memory to zero (state slots of fresh sequences).
+  virtual void zero(void* dst, size_t bytes);
 
   // Whether this backend has its own implementation of the op (by registry name).
   virtual bool supports_op(std::string_view op) const = 0;

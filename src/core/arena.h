@@ -11,13 +11,24 @@
 
 namespace k3 {
 
+// Where an arena's chunks come from: host memory by default, or a device's (the CUDA step
+// arena), through these two calls.
+struct ArenaMemory {
+  void* (*alloc)(size_t bytes, void* user) = nullptr;
+  void (*free)(void* p, void* user) = nullptr;
+  void* user = nullptr;
+};
+
 class Arena {
  public:
   struct Mark {
     size_t chunk = 0, offset = 0;
   };
 
-  explicit Arena(size_t initial_bytes = size_t{1} << 20);
+  explicit Arena(size_t initial_bytes = size_t{1} << 20, ArenaMemory memory = {});
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
 
   // n uninitialised elements, 64-byte aligned.
   template <typename T>
@@ -37,9 +48,11 @@ class Arena {
 
  private:
   struct Chunk {
-    std::unique_ptr<std::byte[]> data;
+    std::byte* data = nullptr;
     size_t size = 0;
   };
+  Chunk new_chunk(size_t size);
+  ArenaMemory memory_;
   std::vector<Chunk> chunks_;
   size_t chunk_ = 0, offset_ = 0;
 };

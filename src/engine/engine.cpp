@@ -5,12 +5,15 @@
 #include "k3/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 
+#include "backend/cuda/cuda.h"
 #include "core/arena.h"
 #include "core/error.h"
 #include "engine/plan.h"
 #include "engine/state_pool.h"
 #include "model/forward.h"
+#include "model/weights_resident.h"
 
 namespace k3 {
 
@@ -34,18 +37,61 @@ void Batch::clear() {
   logit_rows.clear();
 }
 
+namespace {
+
+Backend& engine_backend(const EngineOptions& o) {
+  std::string name = o.device;
+  if (name.empty()) {
+    const char* env = std::getenv("K3_DEVICE");
+    name = env != nullptr && *env != 0 ? env : "cpu";
+  }
+  return backend_named(name.c_str());
+}
+
+// The step arena in the backend's memory.
+ArenaMemory memory_of(Backend& b) {
+  if (b.device() == Device::cpu) return {};
+  return {[](size_t n, void* u) { return static_cast<Backend*>(u)->alloc(n); },
+          [](void* p, void* u) { static_cast<Backend*>(u)->free(p); }, &b};
+}
+
+StatePoolOptions pool_options(const EngineOptions& o, Backend& b) {
+  StatePoolOptions p{o.state_budget_bytes, o.max_sequences, o.block_tokens, nullptr};
+  if (b.device() != Device::cpu) {
+    p.device = &b;
+    // Device state is committed at once: at most half of the free device memory.
+    p.budget_bytes = std::min(p.budget_bytes, cuda_free_bytes() / 2);
+  }
+  return p;
+}
+
+}  // namespace
+
 struct Engine::Impl {
+  const Model& model;
+  Backend& backend;
   StatePool pool;
+  Arena host_arena;
   Arena arena;
   std::vector<SeqSpan> plan;  // capacity max_sequences: planning never allocates
   const std::atomic<bool>* cancel = nullptr;
   std::vector<SeqId> broken;  // needs_reset sequences; capacity max_sequences
 
-  Impl(const HParams& hp, const EngineOptions& o)
-      : pool(hp, {o.state_budget_bytes, o.max_sequences, o.block_tokens}) {
+  Impl(const Model& model_, const EngineOptions& o, Backend& b)
+      : model(model_),
+        backend(b),
+        pool(model_.hparams(), pool_options(o, b)),
+        host_arena(b.device() == Device::cpu ? 0 : size_t{1} << 20),
+        arena(size_t{1} << 20, memory_of(b)) {
     plan.reserve(static_cast<size_t>(o.max_sequences));
     broken.reserve(static_cast<size_t>(o.max_sequences));
+    if (b.device() != Device::cpu) make_weights_resident(model.weights());
   }
+  ~Impl() {
+    if (backend.device() != Device::cpu) release_weights_resident(model.weights());
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
   bool is_broken(SeqId s) const {
     return std::find(broken.begin(), broken.end(), s) != broken.end();
   }
@@ -84,7 +130,7 @@ void validate(const Batch& b, const StatePool& pool, const std::vector<SeqId>& b
 }  // namespace
 
 Engine::Engine(const Model& model, EngineOptions opt)
-    : model_(model), impl_(std::make_unique<Impl>(model.hparams(), opt)) {}
+    : model_(model), impl_(std::make_unique<Impl>(model, opt, engine_backend(opt))) {}
 Engine::~Engine() = default;
 
 SeqId Engine::create_sequence() { return impl_->pool.create(); }
@@ -150,7 +196,9 @@ void Engine::step(const Batch& b, float* logits) {
   }
   const StepPlan sp{plan.data(), B, static_cast<int64_t>(b.tokens.size())};
   impl_->arena.reset();
-  Ctx ctx{cpu_backend(), impl_->arena};
+  impl_->host_arena.reset();
+  const bool on_host = impl_->backend.device() == Device::cpu;
+  Ctx ctx{impl_->backend, impl_->arena, nullptr, on_host ? nullptr : &impl_->host_arena};
   try {
     forward_step(model_.weights(), model_.hparams(), sp, pool, ctx,
                  {b.tokens.data(), b.logit_rows.data(), static_cast<int64_t>(b.logit_rows.size()),

@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "backend/backend.h"
 #include "core/error.h"
 
 namespace k3 {
@@ -34,11 +35,16 @@ size_t checked_mul(size_t a, size_t b, const char* what) {
 }
 
 // Address space reserved once; pages are committed only when first written, so a large
-// budget costs nothing until sequences actually use it.
+// budget costs nothing until sequences actually use it. On a device backend the storage is
+// one device allocation instead (committed at once).
 class Mapping {
  public:
-  Mapping(size_t bytes, const char* what) : bytes_(bytes) {
+  Mapping(size_t bytes, const char* what, Backend* device) : bytes_(bytes), device_(device) {
     if (bytes_ == 0) return;
+    if (device_ != nullptr) {
+      data_ = static_cast<float*>(device_->alloc(bytes_));
+      return;
+    }
     void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     check(p != MAP_FAILED, "state pool: cannot reserve ", bytes_, " bytes of address space for ",
@@ -46,7 +52,12 @@ class Mapping {
     data_ = static_cast<float*>(p);
   }
   ~Mapping() {
-    if (data_ != nullptr) munmap(data_, bytes_);
+    if (data_ == nullptr) return;
+    if (device_ != nullptr) {
+      device_->free(data_);
+    } else {
+      munmap(data_, bytes_);
+    }
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -54,6 +65,7 @@ class Mapping {
 
  private:
   size_t bytes_ = 0;
+  Backend* device_ = nullptr;
   float* data_ = nullptr;
 };
 
@@ -141,6 +153,7 @@ struct StatePool::Impl {
     int32_t* table = nullptr;  // table_cap ids, preallocated
   };
 
+  Backend* device;  // null: host memory
   Geometry g;
   Mapping slots;
   Mapping blocks;
@@ -153,12 +166,13 @@ struct StatePool::Impl {
   std::vector<int32_t> free_block;  // stack of block ids
   int64_t n_free_blocks = 0;
 
-  explicit Impl(const Geometry& geo)
-      : g(geo),
+  Impl(const Geometry& geo, Backend* dev)
+      : device(dev),
+        g(geo),
         slots(checked_mul(g.slot_floats * sizeof(float), g.max_entries, "slot storage"),
-              "KDA slots"),
+              "KDA slots", dev),
         blocks(checked_mul(g.block_floats * sizeof(float), g.n_blocks, "block storage"),
-               "MLA blocks"),
+               "MLA blocks", dev),
         entries(g.max_entries),
         generation(g.max_entries, 0),
         free_entry(g.max_entries),
@@ -184,10 +198,22 @@ struct StatePool::Impl {
   }
   // Guarded: with no KDA layers the slot storage is null and memset/memcpy must not see it.
   void zero_slot(const Entry& e) {
-    if (g.slot_floats > 0) std::memset(slot(e), 0, slot_bytes());
+    if (g.slot_floats == 0) return;
+    if (device != nullptr) {
+      device->zero(slot(e), slot_bytes());
+    } else {
+      std::memset(slot(e), 0, slot_bytes());
+    }
   }
   void copy_slot(const Entry& src, const Entry& dst) {
-    if (g.slot_floats > 0) std::memcpy(slot(dst), slot(src), slot_bytes());
+    if (g.slot_floats > 0) copy_bytes(slot(dst), slot(src), slot_bytes());
+  }
+  void copy_bytes(float* dst, const float* src, size_t n) {
+    if (device != nullptr) {
+      device->copy_on_device(dst, src, n);
+    } else {
+      std::memcpy(dst, src, n);
+    }
   }
   int64_t blocks_for(int64_t tokens) const {
     return g.n_mla == 0 || tokens == 0 ? 0 : (tokens - 1) / g.block_tokens + 1;
@@ -293,7 +319,7 @@ struct StatePool::Impl {
     const int32_t fresh = take_block();
     const size_t filled = (e.n_past % g.block_tokens) * g.width * sizeof(float);
     for (int64_t i = 0; i < g.n_mla; ++i) {
-      std::memcpy(block_rows(fresh, i), block_rows(old, i), filled);
+      copy_bytes(block_rows(fresh, i), block_rows(old, i), filled);
     }
     e.table[j] = fresh;
     unref(old);
@@ -376,7 +402,7 @@ struct StatePool::Impl {
 };
 
 StatePool::StatePool(const HParams& hp, StatePoolOptions opt)
-    : impl_(new Impl(make_geometry(hp, opt))) {}
+    : impl_(new Impl(make_geometry(hp, opt), opt.device)) {}
 
 StatePool::~StatePool() { delete impl_; }
 

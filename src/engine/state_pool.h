@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/paged_rows.h"
 #include "k3/hparams.h"
 
@@ -36,6 +37,7 @@ struct StatePoolOptions {
   size_t budget_bytes = size_t{1} << 30;  // KDA slots + MLA blocks together
   int64_t max_entries = 8;                // live sequences + snapshots (each holds one slot)
   int64_t block_tokens = 16;              // MLA tokens per block
+  Backend* device = nullptr;              // where the state lives (null: host memory)
 };
 
 // One KDA layer's state inside a slot.

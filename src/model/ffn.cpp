@@ -15,7 +15,7 @@ SituParams situ_params(const HParams& hp) { return {hp.situ_beta, hp.situ_linear
 
 // out [T, w.down.rows] = down(φ(gate·x, up·x)); x [T, w.gate.cols].
 void glu_ffn(const Tensor& x, const FfnWeights& w, SituParams p, Ctx& ctx, const Tensor& out) {
-  ArenaScope scope(ctx.arena);
+  CtxScope scope(ctx);
   const int64_t T = x.dim(0), I = w.gate.rows;
   Tensor a = ctx.tensor({T, I}), b = ctx.tensor({T, I});
   op::linear(ctx, x, w.gate, a);
@@ -54,7 +54,7 @@ void dense_ffn(const Tensor& x, const FfnWeights& w, const HParams& hp, Ctx& ctx
 
 void moe_block(const Tensor& x, const MoeWeights& w, const HParams& hp, Ctx& ctx,
                const Tensor& out) {
-  ArenaScope scope(ctx.arena);
+  CtxScope scope(ctx);
   const MoeHParams& m = hp.moe;
   const int64_t T = x.dim(0), L = m.d_latent, E = m.n_expert, k = m.n_used;
   Tensor logits = ctx.tensor({T, E});  // fp32 router logits
@@ -64,12 +64,19 @@ void moe_block(const Tensor& x, const MoeWeights& w, const HParams& hp, Ctx& ctx
 
   Tensor z = ctx.tensor({T, L}), c = ctx.tensor({T, L});  // latent input; fp32 combine
   op::linear(ctx, x, w.latent_down, z);
-  std::fill_n(c.f32(), T * L, 0.0f);
-  const ExpertGroups groups = group_by_expert(sel.ptr<int32_t>(), T * k, E, ctx.arena);
+  op::fill(ctx, c, 0.0f);
+  // The grouping is planned on the host (the choices come back from the device first).
+  const int32_t* sel_host = sel.ptr<int32_t>();
+  if (ctx.backend.device() != Device::cpu) {
+    int32_t* h = ctx.host().alloc<int32_t>(T * k);
+    ctx.backend.copy_to_host(h, sel.data, static_cast<size_t>(T * k) * sizeof(int32_t));
+    sel_host = h;
+  }
+  const ExpertGroups groups = group_by_expert(sel_host, T * k, E, ctx.host());
   for (int64_t e = 0; e < E; ++e) {
     const std::span<const int64_t> rows = groups.of(e);
     if (rows.empty()) continue;
-    ArenaScope expert_scope(ctx.arena);
+    CtxScope expert_scope(ctx);
     const int64_t n = static_cast<int64_t>(rows.size());
     Tensor zin = ctx.tensor({n, L}), y = ctx.tensor({n, L});
     op::gather_choice_rows(ctx, z, rows, k, zin);

@@ -15,8 +15,8 @@ class Residual {
  public:
   Residual(int64_t n_blocks, int64_t T, int64_t d, Ctx& ctx)
       : ctx_(ctx),
-        slots_(ctx.arena.alloc<Tensor>(n_blocks + 1)),
-        cands_(ctx.arena.alloc<const float*>(n_blocks + 1)) {
+        slots_(ctx.host().alloc<Tensor>(n_blocks + 1)),
+        cands_(ctx.host().alloc<const float*>(n_blocks + 1)) {
     for (int64_t i = 0; i <= n_blocks; ++i) slots_[i] = ctx.tensor({T, d});
   }
   const Tensor& P() const { return slots_[n_sealed_]; }  // the open slot
@@ -45,7 +45,7 @@ class Residual {
   Residual gather(std::span<const int32_t> rows) const {
     const int64_t R = static_cast<int64_t>(rows.size()), d = P().dim(1);
     Residual g(n_sealed_, R, d, ctx_);
-    int64_t* rows64 = ctx_.arena.alloc<int64_t>(R);
+    int64_t* rows64 = ctx_.host().alloc<int64_t>(R);
     std::copy(rows.begin(), rows.end(), rows64);
     const int64_t n = n_sealed_ + (p_empty_ ? 0 : 1);
     for (int64_t i = 0; i < n; ++i) {
@@ -74,7 +74,7 @@ int64_t count_seals(const HParams& hp) {
 
 void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan, StatePool& pool,
                   Ctx& ctx, const StepIO& io) {
-  ArenaScope scope(ctx.arena);
+  CtxScope scope(ctx);
   const int64_t T = plan.T, d = hp.d_model;
   Residual res(count_seals(hp), T, d, ctx);
   op::embed(ctx, w.embed, {io.tokens, static_cast<size_t>(T)}, res.P());  // P = h
@@ -120,7 +120,13 @@ void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan
   Tensor ar = ctx.tensor({R, d}), xr = ctx.tensor({R, d});
   out.mix(w.out_res, hp.rms_eps, ar);
   op::rms_norm(ctx, ar, w.norm, hp.rms_eps, xr);
-  op::linear(ctx, xr, w.lm_head, Tensor::of(io.logits, {R, hp.vocab}));
+  if (ctx.backend.device() == Device::cpu) {
+    op::linear(ctx, xr, w.lm_head, Tensor::of(io.logits, {R, hp.vocab}));
+    return;
+  }
+  Tensor logits = ctx.tensor({R, hp.vocab});
+  op::linear(ctx, xr, w.lm_head, logits);
+  ctx.backend.copy_to_host(io.logits, logits.data, static_cast<size_t>(R * hp.vocab) * 4);
 }
 
 }  // namespace k3

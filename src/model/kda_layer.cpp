@@ -16,7 +16,7 @@ enum class ConvOf { q, k, v };
 void project_conv(const Tensor& x, const Mat& w, const Vec& taps, ConvOf which, int64_t W,
                   int64_t kda_index, LayerCtx& lc, const Tensor& y) {
   Ctx& ctx = lc.ctx;
-  ArenaScope scope(ctx.arena);
+  CtxScope scope(ctx);
   Tensor pre = ctx.tensor({x.dim(0), w.rows});  // [T, P]
   op::linear(ctx, x, w, pre);
   for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
@@ -32,7 +32,7 @@ void project_conv(const Tensor& x, const Mat& w, const Vec& taps, ConvOf which, 
 void kda_layer(const Tensor& x, const KdaWeights& w, const HParams& hp, int64_t kda_index,
                LayerCtx& lc, const Tensor& out) {
   Ctx& ctx = lc.ctx;
-  ArenaScope scope(ctx.arena);
+  CtxScope scope(ctx);
   const KdaHParams& kp = hp.kda;
   const int64_t T = x.dim(0), H = kp.n_head, K = kp.head_dim, P = kp.proj_dim();
   const int64_t W = kp.conv_kernel;
@@ -53,7 +53,7 @@ void kda_layer(const Tensor& x, const KdaWeights& w, const HParams& hp, int64_t 
   op::l2_norm(ctx, k, 1e-6f, k);
   op::scale(ctx, q, 1.0f / std::sqrt(static_cast<float>(K)), q);
 
-  op::KdaSeq* seqs = ctx.arena.alloc<op::KdaSeq>(lc.plan.n_seqs);
+  op::KdaSeq* seqs = ctx.host().alloc<op::KdaSeq>(lc.plan.n_seqs);
   for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
     const SeqSpan& s = lc.plan.seqs[i];
     seqs[i] = {s.t0, s.n, lc.pool.kda(s.seq, kda_index).S};

@@ -1,6 +1,8 @@
 // Gated NoPE MLA sublayer (spec §4): LoRA query, latent KV (cached as ĉ ‖ r in the paged
 // cache), attention per sequence (expanded on a fresh prompt, absorbed over the cache
 // otherwise), sigmoid output gate, o_proj.
+#include <algorithm>
+
 #include "model/layers.h"
 #include "ops/ops.h"
 
@@ -11,7 +13,7 @@ namespace {
 // by all heads) and values v [n, H, Dv].
 void expand_kv(const Tensor& a, const MlaWeights& w, const MlaHParams& m, Ctx& ctx, const Tensor& k,
                const Tensor& v) {
-  ArenaScope scope(ctx.arena);
+  CtxScope scope(ctx);
   const int64_t n = a.dim(0), Dc = m.kv_lora_rank, Dr = m.qk_rope, Dn = m.qk_nope, Dv = m.v_head;
   const int64_t H = m.n_head;
   Tensor latent = ctx.tensor({n, Dc});
@@ -25,14 +27,17 @@ void expand_kv(const Tensor& a, const MlaWeights& w, const MlaHParams& m, Ctx& c
            k.slice_last(Dn, Dr));
 }
 
-// Appends each sequence's new latent rows [n, Dc+Dr] to its cache.
+// Appends each sequence's new latent rows [n, Dc+Dr] to its cache: one copy per run of
+// positions that share a cache block (their rows are adjacent there).
 void append_latents(const Tensor& a, int64_t mla_index, LayerCtx& lc) {
-  const int64_t width = a.dim(-1);
+  const int64_t width = a.dim(-1), bt = lc.pool.block_tokens();
   for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
     const SeqSpan& s = lc.plan.seqs[i];
-    for (int64_t t = 0; t < s.n; ++t) {
-      float* row = lc.pool.mla_row(s.seq, mla_index, s.n_past + t);
-      op::copy(lc.ctx, a.rows(s.t0 + t, 1), Tensor::of(row, {1, width}));
+    for (int64_t t = 0; t < s.n;) {
+      const int64_t pos = s.n_past + t, m = std::min(s.n - t, bt - pos % bt);
+      float* row = lc.pool.mla_row(s.seq, mla_index, pos);
+      op::copy(lc.ctx, a.rows(s.t0 + t, m), Tensor::of(row, {m, width}));
+      t += m;
     }
   }
 }
@@ -44,7 +49,7 @@ void attend(const Tensor& q, const Tensor& a, const MlaWeights& w, const MlaHPar
   Ctx& ctx = lc.ctx;
   const int64_t H = m.n_head, Dq = m.qk_head(), Dv = m.v_head;
   const MlaShape dims{0, 0, H, m.qk_nope, m.qk_rope, Dv, m.kv_lora_rank};
-  op::MlaSeq* absorbed = ctx.arena.alloc<op::MlaSeq>(lc.plan.n_seqs);
+  op::MlaSeq* absorbed = ctx.host().alloc<op::MlaSeq>(lc.plan.n_seqs);
   size_t n_absorbed = 0;
   for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
     const SeqSpan& s = lc.plan.seqs[i];
@@ -52,7 +57,7 @@ void attend(const Tensor& q, const Tensor& a, const MlaWeights& w, const MlaHPar
       absorbed[n_absorbed++] = {s.t0, s.n, s.n_past, lc.pool.mla(s.seq, mla_index)};
       continue;
     }
-    ArenaScope scope(ctx.arena);
+    CtxScope scope(ctx);
     Tensor k = ctx.tensor({s.n, H, Dq}), v = ctx.tensor({s.n, H, Dv});
     expand_kv(a.rows(s.t0, s.n), w, m, ctx, k, v);
     MlaShape sh = dims;
@@ -67,7 +72,7 @@ void attend(const Tensor& q, const Tensor& a, const MlaWeights& w, const MlaHPar
 void mla_layer(const Tensor& x, const MlaWeights& w, const HParams& hp, int64_t mla_index,
                LayerCtx& lc, const Tensor& out) {
   Ctx& ctx = lc.ctx;
-  ArenaScope scope(ctx.arena);
+  CtxScope scope(ctx);
   const MlaHParams& m = hp.mla;
   const int64_t T = x.dim(0), H = m.n_head, Dv = m.v_head, Dc = m.kv_lora_rank;
   const int64_t Dw = m.cache_width();

@@ -6,6 +6,8 @@
 #include "ops/conv1d/conv1d.h"
 #include "ops/copy/copy.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/embed/embed.h"
+#include "ops/fill/fill.h"
 #include "ops/kda/kda.h"
 #include "ops/kda/kda_gate.h"
 #include "ops/moe/moe_combine.h"
@@ -50,7 +52,12 @@ void embed(Ctx& ctx, const Mat& table, std::span<const int64_t> ids, const Tenso
   contiguous_f32(out, "embed", "out");
   const int64_t T = static_cast<int64_t>(ids.size());
   check(out.numel() == T * table.cols, "embed: out is not [", T, ", ", table.cols, "]");
-  for (int64_t t = 0; t < T; ++t) mat_row(table, ids[t], out.f32() + t * table.cols);
+  kEmbedOp.on(ctx)(table, ids.data(), T, out.f32());
+}
+
+void fill(Ctx& ctx, const Tensor& y, float value) {
+  contiguous_f32(y, "fill", "y");
+  kFillOp.on(ctx)(y.f32(), y.numel(), value);
 }
 
 void copy(Ctx& ctx, const Tensor& src, const Tensor& dst) {
@@ -96,6 +103,14 @@ void rms_norm(Ctx& ctx, const Tensor& x, Weights w, float eps, const Tensor& y) 
         "]");
   if (rx.ld == rx.n && ry.ld == ry.n) {
     kRmsNormOp.on(ctx)(x.f32(), rx.rows, rx.n, w.data(), eps, y.f32());
+    return;
+  }
+  if (ctx.backend.device() != Device::cpu) {  // strided rows on a device: one launch, not T
+    CtxScope scope(ctx);
+    Tensor tx = ctx.tensor({rx.rows, rx.n}), ty = ctx.tensor({rx.rows, rx.n});
+    copy(ctx, Tensor::strided(x.data, DType::f32, {rx.rows, rx.n}, {rx.ld, 1}, x.device), tx);
+    kRmsNormOp.on(ctx)(tx.f32(), rx.rows, rx.n, w.data(), eps, ty.f32());
+    copy(ctx, ty, Tensor::strided(y.data, DType::f32, {ry.rows, ry.n}, {ry.ld, 1}, y.device));
     return;
   }
   // Strided rows (the latent part of MLA's kv_a output): one row at a time.
@@ -191,14 +206,13 @@ void kda(Ctx& ctx, const KdaTensors& in, std::span<const KdaSeq> seqs, const Ten
   for (const KdaSeq& s : seqs) {
     if (s.n > 1) kKdaChunkedOp.on(ctx)(rows(s.t0 * H), {s.n, H, K, V}, s.S, o.f32() + s.t0 * H * V);
   }
-  auto* recurrent = kKdaRecurrentOp.on(ctx);
-  const int64_t items = static_cast<int64_t>(seqs.size()) * H;
-  parallel_for(items, items > 1, [&](int64_t it) {
-    const KdaSeq& s = seqs[it / H];
-    if (s.n != 1) return;
-    const int64_t h = it % H, r = s.t0 * H + h;
-    recurrent(rows(r), {1, 1, K, V}, s.S + h * K * V, o.f32() + r * V);
-  });
+  // All single-token sequences in one call (one parallel loop, or one launch).
+  KdaDecodeSeq* decode = ctx.host().alloc<KdaDecodeSeq>(seqs.size());
+  int64_t n_decode = 0;
+  for (const KdaSeq& s : seqs) {
+    if (s.n == 1) decode[n_decode++] = {s.t0, s.S};
+  }
+  if (n_decode > 0) kKdaDecodeOp.on(ctx)(all, decode, n_decode, {0, H, K, V}, o.f32());
 }
 
 void mla_expanded(Ctx& ctx, const Tensor& q, const Tensor& k, const Tensor& v, MlaShape s,
@@ -216,6 +230,15 @@ void mla_absorbed(Ctx& ctx, const Tensor& q, std::span<const MlaSeq> seqs,
   contiguous_f32(q, "mla_absorbed", "q");
   contiguous_f32(o, "mla_absorbed", "o");
   const int64_t H = dims.H, Dq = dims.Dn + dims.Dr, Dv = dims.Dv;
+  if (ctx.backend.device() == Device::cuda && kMlaAbsorbedOp.cuda != nullptr) {
+    for (const MlaSeq& s : seqs) {  // one launch per sequence, over all its heads
+      MlaShape sh = dims;
+      sh.T = s.n;
+      sh.n_past = s.n_past;
+      kMlaAbsorbedOp.cuda(q.f32() + s.t0 * H * Dq, s.cache, w, sh, o.f32() + s.t0 * H * Dv);
+    }
+    return;
+  }
   auto* head = mla_attention_absorbed_head;  // the cpu launcher, one head at a time
   const int64_t items = static_cast<int64_t>(seqs.size()) * H;
   parallel_for(items, items > 1, [&](int64_t it) {

@@ -21,6 +21,9 @@ using Weights = std::span<const float>;  // a small fp32 weight vector (norm gai
 // out [T, d] = table[ids[t]] (rows widened to fp32; exact, so no separate reference).
 void embed(Ctx& ctx, const Mat& table, std::span<const int64_t> ids, const Tensor& out);
 
+// y[...] = value over a contiguous tensor.
+void fill(Ctx& ctx, const Tensor& y, float value);
+
 // dst = src, element by element over the same shape (up to 4-D); either side may be a strided
 // view, and a source stride of 0 broadcasts. Moves activations between layouts.
 void copy(Ctx& ctx, const Tensor& src, const Tensor& dst);

@@ -3,8 +3,10 @@
 //   ref   the plain reference: slow, obvious, often in double; kept forever as the oracle,
 //   cpu   the fast CPU version (SIMD, threads),
 //   cuda  the device version (empty until the CUDA backend fills it),
-// and a `bwd` slot the training issue fills with the backward launcher. The op harness runs
-// every registered implementation against `ref` on fresh random inputs.
+// and a `bwd` slot with the fp32 backward launcher (training), of the op's own signature BwdFn:
+// it ADDS the gradients of its inputs given the output gradient (null pointers skip one). The
+// op harness runs every registered implementation against `ref` on fresh random inputs, and
+// checks every `bwd` against finite differences of `ref` (its grad mode).
 //
 // Declaring an op (in its folder's <op>.h / <op>.cpp):
 //   using LinearFn = void(const float* x, int64_t T, const Mat& w, float* y);
@@ -36,13 +38,13 @@ const std::vector<OpInfo>& registered_ops();
 const OpInfo* find_op(std::string_view name);
 void add_op_info(OpInfo info);  // used by register_op
 
-template <typename Fn>
+template <typename Fn, typename BwdFn = void>
 struct OpTable {
   const char* name = "";
   Fn* ref = nullptr;
   Fn* cpu = nullptr;
   Fn* cuda = nullptr;
-  const void* bwd = nullptr;  // backward launcher (training issue)
+  BwdFn* bwd = nullptr;  // backward launcher (void: the op has none)
 
   Fn* get(Impl i) const { return i == Impl::ref ? ref : i == Impl::cpu ? cpu : cuda; }
   // The implementation for the context's device: its own, else the CPU one.
@@ -53,8 +55,8 @@ struct OpTable {
 };
 
 // Records the op in the registry and returns it; the CPU slot defaults to the reference.
-template <typename Fn>
-OpTable<Fn> register_op(OpTable<Fn> t) {
+template <typename Fn, typename BwdFn = void>
+OpTable<Fn, BwdFn> register_op(OpTable<Fn, BwdFn> t) {
   if (t.cpu == nullptr) t.cpu = t.ref;
   add_op_info({t.name, t.ref != nullptr, t.cpu != nullptr, t.cuda != nullptr, t.bwd != nullptr});
   return t;

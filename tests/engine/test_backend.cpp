@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/ctx.h"
+#include "backend/cuda/cuda.h"
 #include "backend/tensor.h"
 #include "core/arena.h"
 #include "core/error.h"
@@ -283,9 +284,11 @@ TEST(Registry, OpTableDispatch) {
   int v = 0;
   with.on(cuda_ctx)(&v);
   EXPECT_EQ(v, 3);
-  // The real tables: the CPU ctx gets cpu; a device with no cuda slot falls back to cpu.
+  // The real tables: the CPU ctx gets cpu; a cuda ctx gets the cuda slot (filled when the
+  // CUDA backend is built), else falls back to cpu.
   EXPECT_EQ(kLinearOp.on(cpu_ctx), kLinearOp.cpu);
-  EXPECT_EQ(kLinearOp.on(cuda_ctx), kLinearOp.cpu);
+  EXPECT_EQ(kLinearOp.on(cuda_ctx), kLinearOp.cuda != nullptr ? kLinearOp.cuda : kLinearOp.cpu);
+  EXPECT_EQ(kLinearOp.cuda != nullptr, cuda_built());
   EXPECT_NE(kLinearOp.cpu, nullptr);
   EXPECT_EQ(find_op("test_with"), nullptr);  // local tables stay out of the registry
 }

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
+#include "backend/cuda/cuda.h"
+#include "core/cpu_isa.h"
 #include "ops/ops.h"
 
 namespace k3::test {
@@ -41,36 +44,64 @@ double rel_max_error(const std::vector<float>& got, const std::vector<double>& w
 
 namespace {
 
-// One gtest instance: a case run with one of its op's implementations.
+// One gtest instance: a case run with one of its op's implementations (the cpu one on one
+// instruction-set path).
 struct CaseImpl {
   size_t index;  // into op_registry()
   Impl impl;
+  Isa isa;
 };
 
-// Every (case, implementation other than ref) pair. A case naming an unknown op still gets
-// one (cpu) instance, which fails and says so.
+// The CPU paths under test: every one this machine supports, or only K3_ISA's when it is set
+// (K3_ISA=avx512 test_ops runs the AVX-512 kernels alone; an unsupported value stops the
+// binary at start-up with a message).
+std::vector<Isa> isas_under_test() {
+  if (const char* env = std::getenv("K3_ISA"); env != nullptr && *env != '\0')
+    return {parse_isa(env)};
+  return supported_isas();
+}
+
+// Every (case, implementation other than ref, CPU path) triple. A case naming an unknown op
+// still gets one (cpu) instance, which fails and says so.
 std::vector<CaseImpl> case_impls() {
   std::vector<CaseImpl> v;
   for (size_t i = 0; i < op_registry().size(); ++i) {
     const OpInfo* info = find_op(op_registry()[i].op);
-    if (info == nullptr || info->has_cpu) v.push_back({i, Impl::cpu});
-    if (info != nullptr && info->has_cuda) v.push_back({i, Impl::cuda});
+    if (info == nullptr || info->has_cpu)
+      for (Isa isa : isas_under_test()) v.push_back({i, Impl::cpu, isa});
+    if (info != nullptr && info->has_cuda) v.push_back({i, Impl::cuda, active_isa()});
   }
   return v;
 }
 
+// Runs the test body on one instruction-set path and restores the start-up one.
+struct IsaScope {
+  Isa saved = active_isa();
+  explicit IsaScope(Isa isa) { set_isa(isa); }
+  ~IsaScope() { set_isa(saved); }
+};
+
 class OpTest : public ::testing::TestWithParam<CaseImpl> {};
 
 TEST_P(OpTest, MatchesReference) {
-  const auto [index, impl] = GetParam();
+  const auto [index, impl, isa] = GetParam();
+  const IsaScope on_path(isa);
   const OpCase& c = op_registry()[index];
   ASSERT_NE(find_op(c.op), nullptr) << "case for unregistered op '" << c.op << "'";
+  if (impl == Impl::cuda && !cuda_available()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(0x5eed0000 + index);
+  // The cases hand host buffers to every implementation; the cuda launchers stage them.
+  struct Staging {
+    explicit Staging(bool on) : on_(on) { cuda_set_host_staging(on_); }
+    ~Staging() { cuda_set_host_staging(false); }
+    bool on_;
+  } staging(impl == Impl::cuda);
   Outputs out = c.run(rng, impl);
   ASSERT_EQ(out.got.size(), out.want.size()) << c.op << " " << c.shape;
   ASSERT_FALSE(out.want.empty()) << c.op << " " << c.shape;
   const double err = rel_max_error(out.got, out.want, out.scale);
-  EXPECT_LE(err, c.tol) << c.op << " (" << impl_name(impl) << ") [" << c.shape << "]";
+  EXPECT_LE(err, c.tol) << c.op << " (" << impl_name(impl) << ", " << isa_name(isa) << ") ["
+                        << c.shape << "]";
 }
 
 std::string case_name(const ::testing::TestParamInfo<CaseImpl>& info) {
@@ -79,7 +110,9 @@ std::string case_name(const ::testing::TestParamInfo<CaseImpl>& info) {
   for (char& ch : s) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
-  return s + "_" + impl_name(info.param.impl) + "_" + std::to_string(info.param.index);
+  std::string impl = impl_name(info.param.impl);
+  if (info.param.impl == Impl::cpu) impl += std::string("_") + isa_name(info.param.isa);
+  return s + "_" + impl + "_" + std::to_string(info.param.index);
 }
 
 // A static library drops object files nothing references, and an op missing from this

@@ -52,7 +52,8 @@ std::vector<float> run_kda(Fn&& fn, const KdaData& d, KdaShape s) {
 
 // `op` is only read when the case runs: cases are built during static initialisation, in no
 // set order with the tables.
-OpCase kda_case(const char* name, const OpTable<KdaFn>& op, KdaShape s) {
+template <typename Table>
+OpCase kda_case(const char* name, const Table& op, KdaShape s) {
   return {name, kda_shape(s), 2e-5, [&op, s](std::mt19937_64& rng, Impl impl) {
             KdaData d = kda_data(rng, s);
             return Outputs{run_kda(op.get(impl), d, s), widen(run_kda(op.ref, d, s))};
@@ -139,7 +140,7 @@ PerfCase kda_perf(KdaShape s, bool chunked) {
             auto o = std::make_shared<std::vector<float>>(s.T * s.H * s.V);
             auto S = std::make_shared<std::vector<float>>(d->S0);
             return [=] {
-              (chunked ? kKdaChunkedOp : kKdaRecurrentOp).cpu(d->in(), s, S->data(), o->data());
+              (chunked ? kKdaChunkedOp.cpu : kKdaRecurrentOp.cpu)(d->in(), s, S->data(), o->data());
             };
           }};
 }

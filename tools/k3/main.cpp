@@ -22,6 +22,7 @@ struct Command {
 const Command kCommands[] = {
     {"run", k3::cli::cmd_run, "generate text from a prompt, streamed, with tokens/s", false},
     {"chat", k3::cli::cmd_chat, "interactive multi-turn chat in the model's chat format", false},
+    {"serve", k3::cli::cmd_serve, "OpenAI-compatible HTTP server with continuous batching", false},
     {"perplexity", k3::cli::cmd_perplexity, "perplexity of a text file (sliding window)", false},
     {"tokenize", k3::cli::cmd_tokenize, "text to token ids with the model's tokenizer", true},
     {"detokenize", k3::cli::cmd_detokenize, "token ids to text with the model's tokenizer", true},

@@ -7,6 +7,9 @@
 #include "ops/registry.h"
 
 namespace k3 {
+
+void Backend::zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
+
 namespace {
 
 class CpuBackend final : public Backend {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
@@ -50,7 +51,11 @@ void attn_res_mix_ref(const float* const* cands, AttnResShape s, const float* w,
   mix<double>(cands, s, w, eps, out);
 }
 
-const OpTable<AttnResMixFn> kAttnResMixOp = register_op<AttnResMixFn>(
-    {.name = "attn_res_mix", .ref = attn_res_mix_ref, .cpu = attn_res_mix});
+const OpTable<AttnResMixFn, AttnResMixBwdFn> kAttnResMixOp =
+    register_op<AttnResMixFn, AttnResMixBwdFn>({.name = "attn_res_mix",
+                                                .ref = attn_res_mix_ref,
+                                                .cpu = attn_res_mix,
+                                                .cuda = K3_CUDA_IMPL(attn_res_mix_cuda),
+                                                .bwd = attn_res_mix_bwd});
 
 }  // namespace k3

@@ -19,7 +19,12 @@ struct AttnResShape {
 // cands[i] points to [T, d]; w [d]; out [T, d] (must not alias a candidate).
 using AttnResMixFn = void(const float* const* cands, AttnResShape s, const float* w, float eps,
                           float* out);
-extern const OpTable<AttnResMixFn> kAttnResMixOp;  // "attn_res_mix"
+// Backward: adds dcands[i] [T, d] (null entries skip a candidate) and dw [d] given dout [T, d].
+using AttnResMixBwdFn = void(const float* const* cands, AttnResShape s, const float* w, float eps,
+                             const float* dout, float* const* dcands, float* dw);
+extern const OpTable<AttnResMixFn, AttnResMixBwdFn> kAttnResMixOp;  // "attn_res_mix"
+void attn_res_mix_bwd(const float* const* cands, AttnResShape s, const float* w, float eps,
+                      const float* dout, float* const* dcands, float* dw);
 
 void attn_res_mix(const float* const* cands, AttnResShape s, const float* w, float eps, float* out);
 

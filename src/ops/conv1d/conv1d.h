@@ -19,7 +19,13 @@ struct Conv1dShape {
 
 // x [T, C], w [C, W], state [C, W-1] (in/out), y [T, C] (may not alias x).
 using Conv1dSiluFn = void(const float* x, const float* w, float* state, Conv1dShape s, float* y);
-extern const OpTable<Conv1dSiluFn> kConv1dSiluOp;  // "conv1d_silu"
+// Backward: `state` is the history as the forward found it ([C, W-1]; null = zeros, a
+// sequence start); adds dx [T, C] and dw [C, W] given dy [T, C] (the history gets none).
+using Conv1dSiluBwdFn = void(const float* x, const float* w, const float* state, Conv1dShape s,
+                             const float* dy, float* dx, float* dw);
+extern const OpTable<Conv1dSiluFn, Conv1dSiluBwdFn> kConv1dSiluOp;  // "conv1d_silu"
+void causal_conv1d_silu_bwd(const float* x, const float* w, const float* state, Conv1dShape s,
+                            const float* dy, float* dx, float* dw);
 
 void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShape s, float* y);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 
 namespace k3 {
@@ -41,7 +42,11 @@ void copy_strided_ref(const float* src, CopyShape s, float* dst) {
         }
 }
 
-const OpTable<CopyFn> kCopyOp =
-    register_op<CopyFn>({.name = "copy", .ref = copy_strided_ref, .cpu = copy_strided});
+const OpTable<CopyFn, CopyBwdFn> kCopyOp =
+    register_op<CopyFn, CopyBwdFn>({.name = "copy",
+                                    .ref = copy_strided_ref,
+                                    .cpu = copy_strided,
+                                    .cuda = K3_CUDA_IMPL(copy_cuda),
+                                    .bwd = copy_strided_bwd});
 
 }  // namespace k3

@@ -21,6 +21,9 @@ void copy_strided(const float* src, CopyShape s, float* dst);
 void copy_strided_ref(const float* src, CopyShape s, float* dst);
 
 using CopyFn = void(const float* src, CopyShape s, float* dst);
-extern const OpTable<CopyFn> kCopyOp;
+// Backward: dsrc[i…] += ddst[i…] (a broadcast source sums every copy it made).
+using CopyBwdFn = void(const float* ddst, CopyShape s, float* dsrc);
+extern const OpTable<CopyFn, CopyBwdFn> kCopyOp;
+void copy_strided_bwd(const float* ddst, CopyShape s, float* dsrc);
 
 }  // namespace k3

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 
 namespace k3 {
@@ -47,12 +48,29 @@ void mul_sigmoid_ref(const float* x, const float* gate, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i] * sigmoid_d(gate[i]));
 }
 
-const OpTable<SigmoidFn> kSigmoidOp =
-    register_op<SigmoidFn>({.name = "sigmoid", .ref = sigmoid_ref, .cpu = sigmoid_f32});
-const OpTable<ScaleFn> kScaleOp =
-    register_op<ScaleFn>({.name = "scale", .ref = scale_ref, .cpu = scale_f32});
-const OpTable<AddFn> kAddOp = register_op<AddFn>({.name = "add", .ref = add_ref, .cpu = add_f32});
-const OpTable<MulSigmoidFn> kMulSigmoidOp = register_op<MulSigmoidFn>(
-    {.name = "mul_sigmoid", .ref = mul_sigmoid_ref, .cpu = mul_sigmoid_f32});
+const OpTable<SigmoidFn, SigmoidBwdFn> kSigmoidOp =
+    register_op<SigmoidFn, SigmoidBwdFn>({.name = "sigmoid",
+                                          .ref = sigmoid_ref,
+                                          .cpu = sigmoid_f32,
+                                          .cuda = K3_CUDA_IMPL(sigmoid_cuda),
+                                          .bwd = sigmoid_bwd});
+const OpTable<ScaleFn, ScaleBwdFn> kScaleOp =
+    register_op<ScaleFn, ScaleBwdFn>({.name = "scale",
+                                      .ref = scale_ref,
+                                      .cpu = scale_f32,
+                                      .cuda = K3_CUDA_IMPL(scale_cuda),
+                                      .bwd = scale_bwd});
+const OpTable<AddFn, AddBwdFn> kAddOp =
+    register_op<AddFn, AddBwdFn>({.name = "add",
+                                  .ref = add_ref,
+                                  .cpu = add_f32,
+                                  .cuda = K3_CUDA_IMPL(add_cuda),
+                                  .bwd = add_bwd});
+const OpTable<MulSigmoidFn, MulSigmoidBwdFn> kMulSigmoidOp =
+    register_op<MulSigmoidFn, MulSigmoidBwdFn>({.name = "mul_sigmoid",
+                                                .ref = mul_sigmoid_ref,
+                                                .cpu = mul_sigmoid_f32,
+                                                .cuda = K3_CUDA_IMPL(mul_sigmoid_cuda),
+                                                .bwd = mul_sigmoid_bwd});
 
 }  // namespace k3

@@ -20,10 +20,23 @@ using AddFn = void(const float* a, const float* b, int64_t n, float* y);
 // x [n], gate [n] -> y [n].
 using MulSigmoidFn = void(const float* x, const float* gate, int64_t n, float* y);
 
-extern const OpTable<SigmoidFn> kSigmoidOp;        // "sigmoid"
-extern const OpTable<ScaleFn> kScaleOp;            // "scale"
-extern const OpTable<AddFn> kAddOp;                // "add"
-extern const OpTable<MulSigmoidFn> kMulSigmoidOp;  // "mul_sigmoid"
+// Backwards (elementwise_bwd.cpp), adding input gradients given dy [n].
+using SigmoidBwdFn = void(const float* x, int64_t n, const float* dy, float* dx);
+using ScaleBwdFn = void(int64_t n, float s, const float* dy, float* dx);
+using AddBwdFn = void(int64_t n, const float* dy, float* da, float* db);
+using MulSigmoidBwdFn = void(const float* x, const float* gate, int64_t n, const float* dy,
+                             float* dx, float* dgate);
+
+extern const OpTable<SigmoidFn, SigmoidBwdFn> kSigmoidOp;           // "sigmoid"
+extern const OpTable<ScaleFn, ScaleBwdFn> kScaleOp;                 // "scale"
+extern const OpTable<AddFn, AddBwdFn> kAddOp;                       // "add"
+extern const OpTable<MulSigmoidFn, MulSigmoidBwdFn> kMulSigmoidOp;  // "mul_sigmoid"
+
+void sigmoid_bwd(const float* x, int64_t n, const float* dy, float* dx);
+void scale_bwd(int64_t n, float s, const float* dy, float* dx);
+void add_bwd(int64_t n, const float* dy, float* da, float* db);
+void mul_sigmoid_bwd(const float* x, const float* gate, int64_t n, const float* dy, float* dx,
+                     float* dgate);
 
 void sigmoid_f32(const float* x, int64_t n, float* y);
 void scale_f32(const float* x, int64_t n, float s, float* y);

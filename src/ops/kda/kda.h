@@ -35,13 +35,43 @@ using KdaFn = void(const KdaInputs& in, KdaShape s, float* S, float* o);
 using KdaRecurrentFn = KdaFn;
 using KdaChunkedFn = KdaFn;
 // Both have the double recurrence kda_recurrent_ref as their reference.
-extern const OpTable<KdaRecurrentFn> kKdaRecurrentOp;  // "kda_recurrent": cpu kda_recurrent
-extern const OpTable<KdaChunkedFn> kKdaChunkedOp;      // "kda_chunked": cpu kda_chunked, C = 64
+// Gradients of the KDA inputs (each [T, H, …] like its input; null skips one).
+struct KdaGrads {
+  float *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr;
+};
+// Backward of the recurrence (kda_bwd.cpp): S0 [H, K, V] is the state the forward started from
+// (null = zeros); adds the input gradients given d_o [T, H, V] (the final state gets none).
+using KdaBwdFn = void(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
+                      const KdaGrads& d);
+extern const OpTable<KdaRecurrentFn, KdaBwdFn> kKdaRecurrentOp;  // "kda_recurrent"
+void kda_recurrent_bwd(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
+                       const KdaGrads& d);
+// Backward of the chunked form (kda_chunked_bwd.cpp; the same gradients, keeping one state per
+// chunk instead of one per token); _64 is the registered one (C = 64, as the forward).
+void kda_chunked_bwd(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
+                     const KdaGrads& d, int64_t chunk);
+void kda_chunked_bwd_64(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
+                        const KdaGrads& d);
+extern const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp;  // "kda_chunked": C = 64
 
 void kda_recurrent(const KdaInputs& in, KdaShape s, float* S, float* o);
 void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk = 64);
 
 // Plain double-precision reference of the recurrence (the oracle of both forms).
 void kda_recurrent_ref(const KdaInputs& in, KdaShape s, float* S, float* o);
+
+// One decode step of many single-token sequences: sequence i is token row t0 of the step's
+// inputs [T, H, *] and owns the state S [H, K, V] (in/out). s.T is unused (s.H, s.K, s.V).
+struct KdaDecodeSeq {
+  int64_t t0 = 0;
+  float* S = nullptr;
+};
+using KdaDecodeFn = void(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s,
+                         float* o);
+extern const OpTable<KdaDecodeFn> kKdaDecodeOp;  // "kda_decode": one loop over (sequence, head)
+
+void kda_decode(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s, float* o);
+void kda_decode_ref(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s,
+                    float* o);
 
 }  // namespace k3

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "ops/kda/kda.h"
 
 namespace k3 {
@@ -145,7 +146,11 @@ void kda_chunked_64(const KdaInputs& in, KdaShape s, float* S, float* o) {
 }
 }  // namespace
 
-const OpTable<KdaChunkedFn> kKdaChunkedOp = register_op<KdaChunkedFn>(
-    {.name = "kda_chunked", .ref = kda_recurrent_ref, .cpu = kda_chunked_64});
+const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp =
+    register_op<KdaChunkedFn, KdaBwdFn>({.name = "kda_chunked",
+                                         .ref = kda_recurrent_ref,
+                                         .cpu = kda_chunked_64,
+                                         .cuda = K3_CUDA_IMPL(kda_chunked_cuda),
+                                         .bwd = kda_chunked_bwd_64});
 
 }  // namespace k3

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "backend/cuda/launchers.h"
+
 namespace k3 {
 namespace {
 
@@ -36,7 +38,11 @@ void kda_gate_ref(const float* f, const float* A_log, const float* dt_bias, KdaG
   }
 }
 
-const OpTable<KdaGateFn> kKdaGateOp =
-    register_op<KdaGateFn>({.name = "kda_gate", .ref = kda_gate_ref, .cpu = kda_gate});
+const OpTable<KdaGateFn, KdaGateBwdFn> kKdaGateOp =
+    register_op<KdaGateFn, KdaGateBwdFn>({.name = "kda_gate",
+                                          .ref = kda_gate_ref,
+                                          .cpu = kda_gate,
+                                          .cuda = K3_CUDA_IMPL(kda_gate_cuda),
+                                          .bwd = kda_gate_bwd});
 
 }  // namespace k3

@@ -19,7 +19,12 @@ struct KdaGateShape {
 // f [T, H, K], A_log [H], dt_bias [H, K] -> g [T, H, K] (may alias f).
 using KdaGateFn = void(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,
                        float* g);
-extern const OpTable<KdaGateFn> kKdaGateOp;  // "kda_gate": ref kda_gate_ref, cpu kda_gate
+// Backward: adds df [T, H, K], dA_log [H], ddt_bias [H, K] given dg [T, H, K].
+using KdaGateBwdFn = void(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,
+                          const float* dg, float* df, float* dA_log, float* ddt_bias);
+extern const OpTable<KdaGateFn, KdaGateBwdFn> kKdaGateOp;  // "kda_gate": ref, cpu, bwd
+void kda_gate_bwd(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,
+                  const float* dg, float* df, float* dA_log, float* ddt_bias);
 
 // fp32, the same expression the layer used inline (bit-identical).
 void kda_gate(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s, float* g);

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 #include "ops/kda/kda.h"
@@ -57,7 +58,11 @@ void kda_recurrent_ref(const KdaInputs& in, KdaShape s, float* S, float* o) {
   run<double>(in, s, S, o);
 }
 
-const OpTable<KdaRecurrentFn> kKdaRecurrentOp = register_op<KdaRecurrentFn>(
-    {.name = "kda_recurrent", .ref = kda_recurrent_ref, .cpu = kda_recurrent});
+const OpTable<KdaRecurrentFn, KdaBwdFn> kKdaRecurrentOp =
+    register_op<KdaRecurrentFn, KdaBwdFn>({.name = "kda_recurrent",
+                                           .ref = kda_recurrent_ref,
+                                           .cpu = kda_recurrent,
+                                           .cuda = K3_CUDA_IMPL(kda_recurrent_cuda),
+                                           .bwd = kda_recurrent_bwd});
 
 }  // namespace k3

@@ -23,7 +23,12 @@ void mat_row(const Mat& w, int64_t r, float* out);
 
 // x [T, w.cols] -> y [T, w.rows].
 using LinearFn = void(const float* x, int64_t T, const Mat& w, float* y);
-extern const OpTable<LinearFn> kLinearOp;  // "linear": ref linear_ref, cpu linear
+// Backward (fp32 weights only: training keeps fp32 master weights), adding
+//   dx [T, cols] += dy · W,   dW [rows, cols] += dyᵀ · x     (dy [T, rows]; null skips one).
+using LinearBwdFn = void(const float* x, int64_t T, const Mat& w, const float* dy, float* dx,
+                         float* dW);
+extern const OpTable<LinearFn, LinearBwdFn> kLinearOp;  // "linear": ref, cpu, bwd linear_bwd
+void linear_bwd(const float* x, int64_t T, const Mat& w, const float* dy, float* dx, float* dW);
 
 // Plain reference, one dot product at a time in double; never optimised.
 void linear_ref(const float* x, int64_t T, const Mat& w, float* y);

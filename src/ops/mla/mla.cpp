@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 
@@ -196,9 +197,16 @@ void mla_attention_ref(const float* q, const PagedRows& cache, const MlaAbsorbed
   }
 }
 
-const OpTable<MlaExpandedFn> kMlaExpandedOp = register_op<MlaExpandedFn>(
-    {.name = "mla_expanded", .ref = mla_attention_expanded_ref, .cpu = mla_attention_expanded});
-const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp = register_op<MlaAbsorbedFn>(
-    {.name = "mla_absorbed", .ref = mla_attention_ref, .cpu = mla_attention_absorbed});
+const OpTable<MlaExpandedFn, MlaExpandedBwdFn> kMlaExpandedOp =
+    register_op<MlaExpandedFn, MlaExpandedBwdFn>({.name = "mla_expanded",
+                                                  .ref = mla_attention_expanded_ref,
+                                                  .cpu = mla_attention_expanded,
+                                                  .cuda = K3_CUDA_IMPL(mla_expanded_cuda),
+                                                  .bwd = mla_attention_expanded_bwd});
+const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp =
+    register_op<MlaAbsorbedFn>({.name = "mla_absorbed",
+                                .ref = mla_attention_ref,
+                                .cpu = mla_attention_absorbed,
+                                .cuda = K3_CUDA_IMPL(mla_absorbed_cuda)});
 
 }  // namespace k3

@@ -43,7 +43,13 @@ using MlaExpandedFn = void(const float* q, const float* k, const float* v, MlaSh
 // q [T, H, Dn+Dr]; cache rows [S, Dc+Dr] (paged); o [T, H, Dv].
 using MlaAbsorbedFn = void(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
                            MlaShape s, float* o);
-extern const OpTable<MlaExpandedFn> kMlaExpandedOp;  // "mla_expanded"
+// Backward of the expanded form (causal softmax attention): adds dq [T, H, Dn+Dr],
+// dk [S, H, Dn+Dr], dv [S, H, Dv] given d_o [T, H, Dv].
+using MlaExpandedBwdFn = void(const float* q, const float* k, const float* v, MlaShape s,
+                              const float* d_o, float* dq, float* dk, float* dv);
+extern const OpTable<MlaExpandedFn, MlaExpandedBwdFn> kMlaExpandedOp;  // "mla_expanded"
+void mla_attention_expanded_bwd(const float* q, const float* k, const float* v, MlaShape s,
+                                const float* d_o, float* dq, float* dk, float* dv);
 extern const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp;  // "mla_absorbed"
 
 void mla_attention_expanded(const float* q, const float* k, const float* v, MlaShape s, float* o);

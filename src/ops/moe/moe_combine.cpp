@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 
 namespace k3 {
@@ -66,11 +67,24 @@ void moe_scatter_add_ref(const float* y, const int64_t* choice, const float* wei
     for (int64_t j = 0; j < width; ++j) c[t * width + j] = static_cast<float>(row[j]);
 }
 
-const OpTable<GatherRowsFn> kGatherRowsOp =
-    register_op<GatherRowsFn>({.name = "gather_rows", .ref = gather_rows_ref, .cpu = gather_rows});
-const OpTable<GatherChoiceRowsFn> kGatherChoiceRowsOp = register_op<GatherChoiceRowsFn>(
-    {.name = "gather_choice_rows", .ref = gather_choice_rows_ref, .cpu = gather_choice_rows});
-const OpTable<MoeScatterAddFn> kMoeScatterAddOp = register_op<MoeScatterAddFn>(
-    {.name = "moe_scatter_add", .ref = moe_scatter_add_ref, .cpu = moe_scatter_add});
+const OpTable<GatherRowsFn, GatherRowsBwdFn> kGatherRowsOp =
+    register_op<GatherRowsFn, GatherRowsBwdFn>({.name = "gather_rows",
+                                                .ref = gather_rows_ref,
+                                                .cpu = gather_rows,
+                                                .cuda = K3_CUDA_IMPL(gather_rows_cuda),
+                                                .bwd = gather_rows_bwd});
+const OpTable<GatherChoiceRowsFn, GatherChoiceRowsBwdFn> kGatherChoiceRowsOp =
+    register_op<GatherChoiceRowsFn, GatherChoiceRowsBwdFn>(
+        {.name = "gather_choice_rows",
+         .ref = gather_choice_rows_ref,
+         .cpu = gather_choice_rows,
+         .cuda = K3_CUDA_IMPL(gather_choice_rows_cuda),
+         .bwd = gather_choice_rows_bwd});
+const OpTable<MoeScatterAddFn, MoeScatterAddBwdFn> kMoeScatterAddOp =
+    register_op<MoeScatterAddFn, MoeScatterAddBwdFn>({.name = "moe_scatter_add",
+                                                      .ref = moe_scatter_add_ref,
+                                                      .cpu = moe_scatter_add,
+                                                      .cuda = K3_CUDA_IMPL(moe_scatter_add_cuda),
+                                                      .bwd = moe_scatter_add_bwd});
 
 }  // namespace k3

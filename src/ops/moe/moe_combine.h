@@ -20,9 +20,27 @@ using GatherChoiceRowsFn = void(const float* src, const int64_t* choice, int64_t
 using MoeScatterAddFn = void(const float* y, const int64_t* choice, const float* weight, int64_t n,
                              int64_t k, int64_t width, float* c);
 
-extern const OpTable<GatherRowsFn> kGatherRowsOp;              // "gather_rows"
-extern const OpTable<GatherChoiceRowsFn> kGatherChoiceRowsOp;  // "gather_choice_rows"
-extern const OpTable<MoeScatterAddFn> kMoeScatterAddOp;        // "moe_scatter_add"
+// Backwards (moe_combine_bwd.cpp): the gathers scatter-add ddst [n, width] into dsrc (so
+// gather_rows over an embedding table is the embedding backward); moe_scatter_add adds
+// dy [n, width] and dweight [T*k] given dc [T, width].
+using GatherRowsBwdFn = void(const float* ddst, const int64_t* rows, int64_t n, int64_t width,
+                             float* dsrc);
+using GatherChoiceRowsBwdFn = void(const float* ddst, const int64_t* choice, int64_t n, int64_t k,
+                                   int64_t width, float* dsrc);
+using MoeScatterAddBwdFn = void(const float* y, const int64_t* choice, const float* weight,
+                                int64_t n, int64_t k, int64_t width, const float* dc, float* dy,
+                                float* dweight);
+
+extern const OpTable<GatherRowsFn, GatherRowsBwdFn> kGatherRowsOp;  // "gather_rows"
+extern const OpTable<GatherChoiceRowsFn, GatherChoiceRowsBwdFn>
+    kGatherChoiceRowsOp;                                                     // "gather_choice_rows"
+extern const OpTable<MoeScatterAddFn, MoeScatterAddBwdFn> kMoeScatterAddOp;  // "moe_scatter_add"
+
+void gather_rows_bwd(const float* ddst, const int64_t* rows, int64_t n, int64_t width, float* dsrc);
+void gather_choice_rows_bwd(const float* ddst, const int64_t* choice, int64_t n, int64_t k,
+                            int64_t width, float* dsrc);
+void moe_scatter_add_bwd(const float* y, const int64_t* choice, const float* weight, int64_t n,
+                         int64_t k, int64_t width, const float* dc, float* dy, float* dweight);
 
 void gather_rows(const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst);
 void gather_choice_rows(const float* src, const int64_t* choice, int64_t n, int64_t k,

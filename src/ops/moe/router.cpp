@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 
@@ -62,7 +63,11 @@ void route_tokens_ref(const float* logits, const float* bias, RouterParams p, in
   }
 }
 
-const OpTable<RouterFn> kRouterOp =
-    register_op<RouterFn>({.name = "router", .ref = route_tokens_ref, .cpu = route_tokens});
+const OpTable<RouterFn, RouterBwdFn> kRouterOp =
+    register_op<RouterFn, RouterBwdFn>({.name = "router",
+                                        .ref = route_tokens_ref,
+                                        .cpu = route_tokens,
+                                        .cuda = K3_CUDA_IMPL(router_cuda),
+                                        .bwd = route_tokens_bwd});
 
 }  // namespace k3

@@ -21,7 +21,13 @@ struct RouterParams {
 // weight [T, top_k].
 using RouterFn = void(const float* logits, const float* bias, RouterParams p, int64_t T,
                       int32_t* sel, float* weight);
-extern const OpTable<RouterFn> kRouterOp;  // "router": ref route_tokens_ref, cpu route_tokens
+// Backward through the selected sigmoid scores (the selection itself is not differentiated):
+// adds dlogits [T, n_expert] given the forward's sel [T, top_k] and dweight [T, top_k].
+using RouterBwdFn = void(const float* logits, const int32_t* sel, RouterParams p, int64_t T,
+                         const float* dweight, float* dlogits);
+extern const OpTable<RouterFn, RouterBwdFn> kRouterOp;  // "router": ref, cpu, bwd
+void route_tokens_bwd(const float* logits, const int32_t* sel, RouterParams p, int64_t T,
+                      const float* dweight, float* dlogits);
 
 // logits [n_expert], bias [n_expert] -> sel [top_k] (ascending expert id), weight [top_k].
 void route_token(const float* logits, const float* bias, RouterParams p, int32_t* sel,

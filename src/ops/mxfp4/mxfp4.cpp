@@ -4,14 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-// GCC 12 flags its own AVX-512 intrinsics (an undefined-vector idiom) as uninitialised.
-#if !defined(__clang__)  // clang does not know the second one
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#endif
+#include "core/cpu_isa.h"
+#include "ops/linear/linear_kernels.h"
 
 namespace k3 {
 namespace {
@@ -67,41 +61,17 @@ const CodeTable& code_table() {
   return t;
 }
 
-#if defined(__AVX512F__)
-// One group of 32 values (16 packed bytes) as two vectors, elements 0-15 and 16-31: both
-// nibbles are looked up in the scaled 16-entry table with one permute each, then interleaved
-// (low nibble = even element).
-struct GroupDecoder {
-  __m512 table = _mm512_loadu_ps(code_table().v);
-  __m512i even = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  __m512i odd = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  __m512i low4 = _mm512_set1_epi32(0x0f);
-
-  void operator()(const uint8_t* bytes16, uint8_t scale, __m512& first, __m512& second) const {
-    const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(e8m0(scale)));
-    const __m512i b =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
-    const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(b, low4), scaled);
-    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), scaled);
-    first = _mm512_permutex2var_ps(lo, even, hi);
-    second = _mm512_permutex2var_ps(lo, odd, hi);
-  }
-};
-#endif
-
 }  // namespace
 
 void mxfp4_decode_row(const uint8_t* packed_row, const uint8_t* scale_row, int64_t cols,
                       float* out) {
-#if defined(__AVX512F__)
-  const GroupDecoder decode;
-  for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
-    __m512 a, b;
-    decode(packed_row + g * (kMxfp4Group / 2), scale_row[g], a, b);
-    _mm512_storeu_ps(out + g * kMxfp4Group, a);
-    _mm512_storeu_ps(out + g * kMxfp4Group + 16, b);
+  using DecodeFn = void(const uint8_t*, const uint8_t*, int64_t, float*);
+  DecodeFn* simd = isa_pick<DecodeFn>(nullptr, avx2::kLinearKernels.mxfp4_decode,
+                                      avx512::kLinearKernels.mxfp4_decode);
+  if (simd != nullptr) {
+    simd(packed_row, scale_row, cols, out);
+    return;
   }
-#else
   const CodeTable& t = code_table();
   for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
     const float s = e8m0(scale_row[g]);
@@ -112,32 +82,6 @@ void mxfp4_decode_row(const uint8_t* packed_row, const uint8_t* scale_row, int64
       o[2 * j + 1] = t.v[p[j] >> 4] * s;
     }
   }
-#endif
-}
-
-float mxfp4_dot_row(const uint8_t* packed_row, const uint8_t* scale_row, const float* x,
-                    int64_t cols) {
-#if defined(__AVX512F__)
-  const GroupDecoder decode;
-  // One accumulator over 16-column chunks in order: the same arithmetic as decoding the row
-  // and taking linear's canonical dot, so results do not depend on the path (batch invariance).
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
-    __m512 a, b;
-    decode(packed_row + g * (kMxfp4Group / 2), scale_row[g], a, b);
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + g * kMxfp4Group), a, acc);
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + g * kMxfp4Group + 16), b, acc);
-  }
-  return _mm512_reduce_add_ps(acc);
-#else
-  float row[kMxfp4Group];
-  float acc = 0;
-  for (int64_t g = 0; g < cols / kMxfp4Group; ++g) {
-    mxfp4_decode_row(packed_row + g * (kMxfp4Group / 2), scale_row + g, kMxfp4Group, row);
-    for (int64_t i = 0; i < kMxfp4Group; ++i) acc += x[g * kMxfp4Group + i] * row[i];
-  }
-  return acc;
-#endif
 }
 
 void mxfp4_encode_row(const float* values, const uint8_t* scale_row, int64_t cols,

@@ -14,14 +14,10 @@ inline constexpr int64_t kMxfp4Group = 32;
 // Plain reference: one element at a time.
 float mxfp4_value_ref(const uint8_t* packed_row, const uint8_t* scale_row, int64_t i);
 
-// Decodes one row of `cols` values into out[cols] (table-driven).
+// Decodes one row of `cols` values into out[cols] (table-driven; SIMD on the avx2 / avx512
+// paths, bit-identical).
 void mxfp4_decode_row(const uint8_t* packed_row, const uint8_t* scale_row, int64_t cols,
                       float* out);
-
-// Σ_i x[i]·W[row, i] straight from the packed row (decode fused into the dot product: for
-// decode steps, where every weight is used once).
-float mxfp4_dot_row(const uint8_t* packed_row, const uint8_t* scale_row, const float* x,
-                    int64_t cols);
 
 // Encodes values that already lie on the grid of the given E8M0 scales (the stored scales are
 // kept fixed: spec §11.4 item 5). Values off the grid are rounded to the nearest code.

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "backend/cuda/launchers.h"
+
 namespace k3 {
 namespace {
 
@@ -82,11 +84,23 @@ void l2_norm_ref(const float* x, int64_t rows, int64_t n, float eps, float* y) {
   }
 }
 
-const OpTable<RmsNormFn> kRmsNormOp =
-    register_op<RmsNormFn>({.name = "rms_norm", .ref = rms_norm_ref, .cpu = rms_norm});
-const OpTable<GatedRmsNormFn> kGatedRmsNormOp = register_op<GatedRmsNormFn>(
-    {.name = "gated_rms_norm", .ref = gated_rms_norm_ref, .cpu = gated_rms_norm});
-const OpTable<L2NormFn> kL2NormOp =
-    register_op<L2NormFn>({.name = "l2_norm", .ref = l2_norm_ref, .cpu = l2_norm});
+const OpTable<RmsNormFn, RmsNormBwdFn> kRmsNormOp =
+    register_op<RmsNormFn, RmsNormBwdFn>({.name = "rms_norm",
+                                          .ref = rms_norm_ref,
+                                          .cpu = rms_norm,
+                                          .cuda = K3_CUDA_IMPL(rms_norm_cuda),
+                                          .bwd = rms_norm_bwd});
+const OpTable<GatedRmsNormFn, GatedRmsNormBwdFn> kGatedRmsNormOp =
+    register_op<GatedRmsNormFn, GatedRmsNormBwdFn>({.name = "gated_rms_norm",
+                                                    .ref = gated_rms_norm_ref,
+                                                    .cpu = gated_rms_norm,
+                                                    .cuda = K3_CUDA_IMPL(gated_rms_norm_cuda),
+                                                    .bwd = gated_rms_norm_bwd});
+const OpTable<L2NormFn, L2NormBwdFn> kL2NormOp =
+    register_op<L2NormFn, L2NormBwdFn>({.name = "l2_norm",
+                                        .ref = l2_norm_ref,
+                                        .cpu = l2_norm,
+                                        .cuda = K3_CUDA_IMPL(l2_norm_cuda),
+                                        .bwd = l2_norm_bwd});
 
 }  // namespace k3

@@ -21,9 +21,24 @@ using GatedRmsNormFn = void(const float* x, const float* z, int64_t rows, int64_
 // x [rows, n] -> y [rows, n].
 using L2NormFn = void(const float* x, int64_t rows, int64_t n, float eps, float* y);
 
-extern const OpTable<RmsNormFn> kRmsNormOp;            // "rms_norm"
-extern const OpTable<GatedRmsNormFn> kGatedRmsNormOp;  // "gated_rms_norm"
-extern const OpTable<L2NormFn> kL2NormOp;              // "l2_norm"
+// Backwards (norm_bwd.cpp), adding the gradients of x (and z, w) given dy [rows, n].
+using RmsNormBwdFn = void(const float* x, int64_t rows, int64_t n, const float* w, float eps,
+                          const float* dy, float* dx, float* dw);
+using GatedRmsNormBwdFn = void(const float* x, const float* z, int64_t rows, int64_t n,
+                               const float* w, float eps, const float* dy, float* dx, float* dz,
+                               float* dw);
+using L2NormBwdFn = void(const float* x, int64_t rows, int64_t n, float eps, const float* dy,
+                         float* dx);
+
+extern const OpTable<RmsNormFn, RmsNormBwdFn> kRmsNormOp;                 // "rms_norm"
+extern const OpTable<GatedRmsNormFn, GatedRmsNormBwdFn> kGatedRmsNormOp;  // "gated_rms_norm"
+extern const OpTable<L2NormFn, L2NormBwdFn> kL2NormOp;                    // "l2_norm"
+
+void rms_norm_bwd(const float* x, int64_t rows, int64_t n, const float* w, float eps,
+                  const float* dy, float* dx, float* dw);
+void gated_rms_norm_bwd(const float* x, const float* z, int64_t rows, int64_t n, const float* w,
+                        float eps, const float* dy, float* dx, float* dz, float* dw);
+void l2_norm_bwd(const float* x, int64_t rows, int64_t n, float eps, const float* dy, float* dx);
 
 void rms_norm(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* y);
 void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t n, const float* w,

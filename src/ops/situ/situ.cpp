@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "backend/cuda/launchers.h"
+
 namespace k3 {
 
 double situ_glu_ref(double a, double b, SituParams p) {
@@ -22,7 +24,11 @@ void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float
   }
 }
 
-const OpTable<SituGluFn> kSituGluOp =
-    register_op<SituGluFn>({.name = "situ_glu", .ref = situ_glu_ref_array, .cpu = situ_glu});
+const OpTable<SituGluFn, SituGluBwdFn> kSituGluOp =
+    register_op<SituGluFn, SituGluBwdFn>({.name = "situ_glu",
+                                          .ref = situ_glu_ref_array,
+                                          .cpu = situ_glu,
+                                          .cuda = K3_CUDA_IMPL(situ_glu_cuda),
+                                          .bwd = situ_glu_bwd});
 
 }  // namespace k3

@@ -16,7 +16,12 @@ struct SituParams {
 
 // gate [n], up [n] -> out [n]: out[i] = φ(gate[i], up[i]); out may alias gate.
 using SituGluFn = void(const float* gate, const float* up, int64_t n, SituParams p, float* out);
-extern const OpTable<SituGluFn> kSituGluOp;  // "situ_glu": ref situ_glu_ref_array, cpu situ_glu
+// Backward: adds dgate [n], dup [n] given dout [n].
+using SituGluBwdFn = void(const float* gate, const float* up, int64_t n, SituParams p,
+                          const float* dout, float* dgate, float* dup);
+extern const OpTable<SituGluFn, SituGluBwdFn> kSituGluOp;  // "situ_glu": ref, cpu, bwd
+void situ_glu_bwd(const float* gate, const float* up, int64_t n, SituParams p, const float* dout,
+                  float* dgate, float* dup);
 
 // φ(a, b) in double (the closed form the spec's table is checked against).
 double situ_glu_ref(double a, double b, SituParams p);

@@ -1,0 +1,92 @@
+// End-to-end on the device: one model load, then prefill of one long prompt and batched decode
+// at several batch sizes through k3::Engine with device "cuda". Each step returns its logits
+// to the host, so wall-clock times around Engine::step include all device work.
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "backend/cuda/cuda.h"
+#include "k3/k3.h"
+
+namespace k3::bench {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t>& batches,
+              int64_t steps, double floor_gbs) {
+  const double t_load = now_s();
+  auto model = Model::load(dir);
+  const int64_t V = model->vocab_size();
+  int64_t max_b = 1;
+  for (int64_t b : batches) max_b = std::max(max_b, b);
+  Engine engine(*model, {.state_budget_bytes = Engine::budget_for(*model, max_b, prefill + 64),
+                         .max_sequences = max_b,
+                         .device = "cuda"});
+  const double resident_gb = cuda_resident_bytes() / 1e9;
+  std::printf("model %s: load + upload %.1f s, %.2f GB resident on the device\n", dir.c_str(),
+              now_s() - t_load, resident_gb);
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> tok(0, V - 1);
+  {  // prefill
+    std::vector<int64_t> prompt(prefill);
+    for (int64_t& t : prompt) t = tok(rng);
+    std::vector<double> tps;
+    for (int r = 0; r < 3; ++r) {
+      SeqId s = engine.create_sequence();
+      Batch b;
+      b.add(s, prompt);
+      const double t0 = now_s();
+      engine.step(b);
+      tps.push_back(prefill / (now_s() - t0));
+      engine.release(s);
+    }
+    std::printf("prefill %lld tokens: %.0f tok/s (median of 3, first %.0f)\n", (long long)prefill,
+                median(tps), tps[0]);
+  }
+  for (int64_t B : batches) {
+    std::vector<SeqId> seqs;
+    Batch b;
+    for (int64_t i = 0; i < B; ++i) {
+      seqs.push_back(engine.create_sequence());
+      std::vector<int64_t> p(16);
+      for (int64_t& t : p) t = tok(rng);
+      b.add(seqs.back(), p);
+    }
+    engine.step(b);
+    std::vector<double> step_s;
+    for (int64_t i = 0; i < steps; ++i) {
+      b.clear();
+      std::vector<int64_t> next(B);
+      for (int64_t j = 0; j < B; ++j) {
+        next[j] = tok(rng);
+        b.add(seqs[j], std::span(&next[j], 1));
+      }
+      const double t0 = now_s();
+      engine.step(b);
+      step_s.push_back(now_s() - t0);
+    }
+    const double med = median(step_s), tps = B / med;
+    // Batch 1 reads every weight the token uses; the floor counts the bytes given (per token).
+    const double floor_tps = floor_gbs > 0 ? 1.0 / (8.88 / floor_gbs) : 0;
+    std::printf("decode batch %3lld: step %.3f ms, %.1f tok/s aggregate, %.1f tok/s per sequence",
+                (long long)B, med * 1e3, tps, tps / B);
+    if (B == 1 && floor_tps > 0)
+      std::printf(" (%.1f%% of the %.0f tok/s bytes floor)", 100.0 * tps / floor_tps, floor_tps);
+    std::printf("\n");
+    for (SeqId s : seqs) engine.release(s);
+  }
+  return 0;
+}
+
+}  // namespace k3::bench

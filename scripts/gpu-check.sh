@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The one device call of the CUDA backend (issue 13): build, CPU + GPU tests, benchmarks.
+# Run on the GPU machine from the repository root; logs go to $OUT (at most 8 files).
+#   scripts/gpu-check.sh            build into build-gpu/ (Release, -j16), then test and bench
+#   K3_GPU_BUILD=DIR scripts/...    use an existing build (e.g. one made here and carried)
+#   K3_GPU_DEPS=DIR                 a CMake prefix with nlohmann_json and GTest (scripts/gpu-carry.sh)
+#   K3_GPU_SKIP_E2E=1               leave out the 12 GB slice (k3 init + end-to-end bench)
+# The end-to-end slice is written under /tmp (about 12 GB; never carried).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/k3-gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+B=${K3_GPU_BUILD:-build-gpu}
+SLICE=/tmp/k3-slice-4layer
+START=$(date +%s)
+BUDGET_S=${K3_GPU_BUDGET_S:-560}  # the device tool stops a command at 600 s
+left() { echo $((BUDGET_S - ($(date +%s) - START))); }
+log() { echo "[$(date +%T) +$(($(date +%s) - START))s] $*" | tee -a "$OUT/summary.txt"; }
+
+log "commit $(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
+  >>"$OUT/summary.txt" 2>&1
+nproc >>"$OUT/summary.txt"
+
+# The slice is CPU work: write it while the build and tests run.
+if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
+  (
+    while [ ! -x "$B/bin/k3" ]; do sleep 2; done
+    rm -rf "$SLICE"
+    /usr/bin/time -f "k3 init: %e s" "$B/bin/k3" init --config bench/k3-slice-4layer-32experts.json \
+      -o "$SLICE" --seed 1 --mxfp4 --force
+  ) >"$OUT/init.log" 2>&1 &
+  INIT_PID=$!
+fi
+
+if [ ! -x "$B/test_ops" ]; then
+  log "build $B"
+  { cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DK3_CUDA=ON -DK3_WERROR=OFF \
+      -DCMAKE_PREFIX_PATH="${K3_GPU_DEPS:-}" &&
+    cmake --build "$B" -j16 --target k3_cli test_ops test_model test_engine k3_bench_cuda; } \
+    >"$OUT/build.log" 2>&1 || { log "build failed (build.log)"; exit 1; }
+fi
+
+run_test() {  # NAME FILTER TIMEOUT
+  local name=$1 filter=$2 t=$3
+  timeout "$t" "$B/$name" --gtest_filter="$filter" >>"$OUT/tests.log" 2>&1
+  local rc=$?
+  log "$name $filter: rc $rc, $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+' "$OUT/tests.log" | tail -3 | tr '\n' ' ')"
+}
+log "tests"
+run_test test_ops '*_cuda_*' 120
+run_test test_model '*CudaStep*' 200
+grep -E "gpu vs cpu|all cases so far|decode vs prefill" "$OUT/tests.log" | tail -20 >>"$OUT/summary.txt"
+
+log "bench ops"
+timeout 200 "$B/bin/k3-bench-cuda" ops >"$OUT/bench.txt" 2>&1
+log "bench ops rc $?"
+COPY=$(awk '/^copy d2d/ {print $(NF-2)}' "$OUT/bench.txt")
+
+if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
+  wait "$INIT_PID"
+  tail -2 "$OUT/init.log" >>"$OUT/summary.txt"
+  if [ "$(left)" -gt 60 ]; then
+    log "bench e2e (copy ${COPY:-?} GB/s), $(left) s left"
+    timeout "$(($(left) - 10))" "$B/bin/k3-bench-cuda" e2e "$SLICE" 8192 "${COPY:-4227}" \
+      >>"$OUT/bench.txt" 2>&1
+    log "bench e2e rc $?"
+  else
+    log "bench e2e skipped: $(left) s left"
+  fi
+fi
+# The CPU tests last (they run here too; on the device host they check the AVX-512 paths).
+if [ "$(left)" -gt 40 ]; then
+  run_test test_engine '*' $(($(left) / 2))
+  run_test test_ops '-*_cuda_*' $(($(left) - 5))
+fi
+cat "$OUT/bench.txt" >>"$OUT/summary.txt"
+cat "$OUT/summary.txt"

@@ -1,0 +1,236 @@
+// The CUDA backend: device memory, copies on the process's stream, resident weights, and the
+// runtime the launchers share (runtime.cuh).
+#include <dlfcn.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "backend/cuda/runtime.cuh"
+#include "ops/registry.h"
+
+namespace k3 {
+namespace cuda {
+namespace {
+
+struct Resident {
+  size_t bytes;
+  void* dev;
+  int64_t refs;
+};
+
+struct Runtime {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::mutex mu;
+  std::map<uintptr_t, Resident> resident;  // host start -> device copy
+  size_t resident_bytes = 0;
+
+  Runtime() {
+    check_cuda(cudaSetDevice(0), "cudaSetDevice");
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    // Keep freed scratch in the stream-ordered pool instead of returning it at every sync.
+    cudaMemPool_t pool = nullptr;
+    check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "default mempool");
+    uint64_t keep = UINT64_MAX;
+    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+               "mempool threshold");
+    check_blas(blas_api().create(&blas), "cublasCreate");
+    check_blas(blas_api().set_stream(blas, stream), "cublasSetStream");
+  }
+  // Never destroyed: kernels may still be queued at exit, and the driver frees everything.
+};
+
+bool g_staging = false;  // set by the op harness only; no device needed to set it
+
+Runtime& runtime() {
+  static Runtime* rt = new Runtime();
+  return *rt;
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+void check_cuda(cudaError_t e, const char* what) {
+  check(e == cudaSuccess, "cuda: ", what, ": ", cudaGetErrorString(e));
+}
+
+void check_blas(cublasStatus_t s, const char* what) {
+  check(s == CUBLAS_STATUS_SUCCESS, "cublas: ", what, ": status ", static_cast<int>(s));
+}
+
+// libcublas from the loader's search path, else the toolkit this was built with.
+void* open_cublas() {
+  for (const char* name : {"libcublas.so.13", "libcublas.so", K3_CUDA_LIB_DIR "/libcublas.so.13",
+                           "/usr/local/cuda/lib64/libcublas.so.13"}) {
+    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
+  }
+  fail("cuda: cannot load libcublas.so.13 (", dlerror(), "); add the CUDA toolkit's lib64 to ",
+       "LD_LIBRARY_PATH");
+}
+
+template <typename F>
+F symbol(void* lib, const char* name) {
+  void* p = dlsym(lib, name);
+  check(p != nullptr, "cuda: libcublas has no ", name);
+  return reinterpret_cast<F>(p);
+}
+
+const BlasApi& blas_api() {
+  static const BlasApi api = [] {
+    void* lib = open_cublas();
+    return BlasApi{symbol<decltype(&cublasCreate_v2)>(lib, "cublasCreate_v2"),
+                   symbol<decltype(&cublasSetStream_v2)>(lib, "cublasSetStream_v2"),
+                   symbol<GemmExFn>(lib, "cublasGemmEx"),
+                   symbol<decltype(&cublasSgemm_v2)>(lib, "cublasSgemm_v2")};
+  }();
+  return api;
+}
+
+cudaStream_t stream() { return runtime().stream; }
+cublasHandle_t blas() { return runtime().blas; }
+bool host_staging() { return g_staging; }
+
+const void* resident(const void* p) {
+  Runtime& rt = runtime();
+  if (rt.resident.empty()) return p;
+  const auto key = reinterpret_cast<uintptr_t>(p);
+  auto it = rt.resident.upper_bound(key);
+  if (it == rt.resident.begin()) return p;
+  --it;
+  if (key >= it->first + it->second.bytes) return p;
+  return static_cast<const char*>(it->second.dev) + (key - it->first);
+}
+
+Scratch::Scratch(size_t bytes) {
+  check_cuda(cudaMallocAsync(&p_, bytes == 0 ? 1 : bytes, stream()), "scratch alloc");
+}
+Scratch::~Scratch() {
+  if (p_ != nullptr) cudaFreeAsync(p_, stream());
+}
+
+Args::~Args() {
+  if (!staging_) return;
+  for (const Out& o : outs_) {
+    cudaMemcpyAsync(o.host, o.dev, o.bytes, cudaMemcpyDeviceToHost, stream());
+  }
+  cudaStreamSynchronize(stream());
+}
+
+}  // namespace cuda
+
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cuda; }
+  const char* name() const override { return "cuda"; }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+    if (e != cudaSuccess) cudaGetLastError();
+    check(e == cudaSuccess, "cuda backend: out of device memory allocating ", bytes, " bytes (",
+          cudaGetErrorString(e), ")");
+    return p;
+  }
+  void free(void* p) override {
+    if (p != nullptr) {
+      cudaStreamSynchronize(cuda::stream());
+      cudaFree(p);
+    }
+  }
+  void copy_to_device(void* dst, const void* src, size_t n) override {
+    cuda::check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cuda::stream()),
+                     "copy to device");
+  }
+  void copy_to_host(void* dst, const void* src, size_t n) override {
+    cuda::check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cuda::stream()),
+                     "copy to host");
+    sync();
+  }
+  void copy_on_device(void* dst, const void* src, size_t n) override {
+    cuda::check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cuda::stream()),
+                     "copy on device");
+  }
+  void zero(void* dst, size_t n) override {
+    cuda::check_cuda(cudaMemsetAsync(dst, 0, n, cuda::stream()), "memset");
+  }
+  void sync() override { cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "sync"); }
+  bool supports_op(std::string_view op) const override {
+    const OpInfo* info = find_op(op);
+    return info != nullptr && info->has_cuda;
+  }
+};
+
+}  // namespace
+
+bool cuda_built() { return true; }
+
+bool cuda_available() {
+  static const bool ok = cuda::device_count() > 0;
+  return ok;
+}
+
+Backend& cuda_backend() {
+  check(cuda_available(), "device cuda: no CUDA device is available");
+  cuda::runtime();
+  static CudaBackend b;
+  return b;
+}
+
+void cuda_make_resident(const void* host, size_t bytes) {
+  if (host == nullptr || bytes == 0) return;
+  Backend& b = cuda_backend();
+  cuda::Runtime& rt = cuda::runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  const auto key = reinterpret_cast<uintptr_t>(host);
+  if (auto it = rt.resident.find(key); it != rt.resident.end()) {
+    check(it->second.bytes >= bytes, "cuda: resident range at ", host, " has ", it->second.bytes,
+          " bytes, asked for ", bytes);
+    ++it->second.refs;
+    return;
+  }
+  // A range inside another resident one (a view of the same tensor) counts there.
+  if (cuda::resident(host) != host) return;
+  void* dev = b.alloc(bytes);
+  cuda::check_cuda(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "weight upload");
+  rt.resident[key] = {bytes, dev, 1};
+  rt.resident_bytes += bytes;
+}
+
+void cuda_release_resident(const void* host, size_t bytes) {
+  if (host == nullptr || bytes == 0 || !cuda_available()) return;
+  cuda::Runtime& rt = cuda::runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  auto it = rt.resident.find(reinterpret_cast<uintptr_t>(host));
+  if (it == rt.resident.end() || --it->second.refs > 0) return;
+  cuda_backend().free(it->second.dev);
+  rt.resident_bytes -= it->second.bytes;
+  rt.resident.erase(it);
+}
+
+size_t cuda_resident_bytes() { return cuda::runtime().resident_bytes; }
+
+size_t cuda_free_bytes() {
+  cuda_backend();
+  size_t free = 0, total = 0;
+  cuda::check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
+void* cuda_stream_handle() {
+  cuda_backend();
+  return cuda::stream();
+}
+
+void cuda_set_host_staging(bool on) { cuda::g_staging = on; }
+
+}  // namespace k3

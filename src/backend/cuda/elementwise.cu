@@ -1,0 +1,397 @@
+// Element-wise, norm, gather/scatter, copy, gate, conv and AttnRes launchers: correct simple
+// kernels (one thread per element, or one block per row with a block reduction in fp32/double
+// where the CPU version sums in double).
+#include "backend/cuda/launchers.h"
+#include "backend/cuda/reduce.cuh"
+#include "backend/cuda/runtime.cuh"
+
+namespace k3 {
+namespace {
+
+using cuda::Args;
+using cuda::blocks_for;
+using cuda::check_launch;
+using cuda::stream;
+
+constexpr int kThreads = 256;
+
+template <typename F>
+__global__ void map_kernel(int64_t n, F f) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) f(i);
+}
+
+template <typename F>
+void launch_map(int64_t n, const char* op, F f) {
+  if (n <= 0) return;
+  map_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(n, f);
+  check_launch(op);
+}
+
+__device__ inline float sigmoidf_(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+}  // namespace
+
+void sigmoid_cuda(const float* x, int64_t n, float* y) {
+  Args a;
+  const float* dx = a.in(x, n);
+  float* dy = a.out(y, n);
+  launch_map(n, "sigmoid", [=] __device__(int64_t i) { dy[i] = sigmoidf_(dx[i]); });
+}
+
+void scale_cuda(const float* x, int64_t n, float s, float* y) {
+  Args a;
+  const float* dx = a.in(x, n);
+  float* dy = a.out(y, n);
+  launch_map(n, "scale", [=] __device__(int64_t i) { dy[i] = dx[i] * s; });
+}
+
+void add_cuda(const float* x, const float* b, int64_t n, float* y) {
+  Args a;
+  const float* dx = a.in(x, n);
+  const float* db = a.in(b, n);
+  float* dy = a.out(y, n);
+  launch_map(n, "add", [=] __device__(int64_t i) { dy[i] = dx[i] + db[i]; });
+}
+
+void mul_sigmoid_cuda(const float* x, const float* gate, int64_t n, float* y) {
+  Args a;
+  const float* dx = a.in(x, n);
+  const float* dg = a.in(gate, n);
+  float* dy = a.out(y, n);
+  launch_map(n, "mul_sigmoid", [=] __device__(int64_t i) { dy[i] = dx[i] * sigmoidf_(dg[i]); });
+}
+
+void situ_glu_cuda(const float* gate, const float* up, int64_t n, SituParams p, float* out) {
+  Args a;
+  const float* dg = a.in(gate, n);
+  const float* du = a.in(up, n);
+  float* dy = a.out(out, n);
+  const float b1 = p.beta, b2 = p.linear_beta, inv1 = 1.0f / p.beta, inv2 = 1.0f / p.linear_beta;
+  launch_map(n, "situ_glu", [=] __device__(int64_t i) {
+    const float g = dg[i], u = du[i];
+    dy[i] = b1 * tanhf(g * inv1) / (1.0f + expf(-g)) * (b2 * tanhf(u * inv2));
+  });
+}
+
+void fill_cuda(float* y, int64_t n, float value) {
+  Args a;
+  float* dy = a.out(y, n);
+  launch_map(n, "fill", [=] __device__(int64_t i) { dy[i] = value; });
+}
+
+void kda_gate_cuda(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,
+                   float* g) {
+  Args a;
+  const int64_t n = s.T * s.H * s.K, H = s.H, K = s.K;
+  const float* df = a.in(f, n);
+  const float* dA = a.in(A_log, H);
+  const float* db = a.in(dt_bias, H * K);
+  float* dg = a.out(g, n);
+  const float L = s.lower_bound;
+  launch_map(n, "kda_gate", [=] __device__(int64_t i) {
+    const int64_t hk = i % (H * K), h = hk / K;
+    dg[i] = L * sigmoidf_(expf(dA[h]) * (df[i] + db[hk]));
+  });
+}
+
+void copy_cuda(const float* src, CopyShape s, float* dst) {
+  Args a;
+  const int64_t n = s.shape[0] * s.shape[1] * s.shape[2] * s.shape[3];
+  if (n == 0) return;
+  // Extent of each side in elements (for staging): the last element's offset + 1.
+  int64_t src_n = 1, dst_n = 1;
+  for (int d = 0; d < 4; ++d) {
+    src_n += (s.shape[d] - 1) * s.src_stride[d];
+    dst_n += (s.shape[d] - 1) * s.dst_stride[d];
+  }
+  const float* ds = a.in(src, src_n);
+  float* dd = a.inout(dst, dst_n);  // strided: elements between rows are kept
+  launch_map(n, "copy", [=] __device__(int64_t i) {
+    int64_t rem = i, so = 0, doff = 0;
+    for (int d = 3; d >= 0; --d) {
+      const int64_t c = rem % s.shape[d];
+      rem /= s.shape[d];
+      so += c * s.src_stride[d];
+      doff += c * s.dst_stride[d];
+    }
+    dd[doff] = ds[so];
+  });
+}
+
+namespace {
+int64_t max_index_plus_one(const int64_t* v, int64_t n, int64_t div) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, v[i] / div + 1);
+  return m;
+}
+}  // namespace
+
+void gather_rows_cuda(const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst) {
+  if (n == 0 || width == 0) return;
+  Args a;
+  const float* ds = a.in(src, max_index_plus_one(rows, n, 1) * width);
+  const int64_t* dr = a.host_array(rows, n);
+  float* dd = a.out(dst, n * width);
+  launch_map(n * width, "gather_rows",
+             [=] __device__(int64_t i) { dd[i] = ds[dr[i / width] * width + i % width]; });
+}
+
+void gather_choice_rows_cuda(const float* src, const int64_t* choice, int64_t n, int64_t k,
+                             int64_t width, float* dst) {
+  if (n == 0 || width == 0) return;
+  Args a;
+  const float* ds = a.in(src, max_index_plus_one(choice, n, k) * width);
+  const int64_t* dc = a.host_array(choice, n);
+  float* dd = a.out(dst, n * width);
+  launch_map(n * width, "gather_choice_rows",
+             [=] __device__(int64_t i) { dd[i] = ds[dc[i / width] / k * width + i % width]; });
+}
+
+void moe_scatter_add_cuda(const float* y, const int64_t* choice, const float* weight, int64_t n,
+                          int64_t k, int64_t width, float* c) {
+  if (n == 0 || width == 0) return;
+  Args a;
+  const int64_t T = max_index_plus_one(choice, n, k);
+  const float* dy = a.in(y, n * width);
+  const float* dw = a.in(weight, T * k);
+  const int64_t* dc = a.host_array(choice, n);
+  float* dcomb = a.inout(c, T * width);
+  // One thread per column: the rows are added in choice order (each choice is a distinct
+  // token within one expert, but keep the CPU's order for identical rounding).
+  launch_map(width, "moe_scatter_add", [=] __device__(int64_t j) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t ch = dc[i];
+      float* row = dcomb + ch / k * width;
+      row[j] += dw[ch] * dy[i * width + j];
+    }
+  });
+}
+
+void embed_cuda(const Mat& table, const int64_t* ids, int64_t T, float* out) {
+  if (T == 0) return;
+  Args a;
+  const int64_t d = table.cols, V = table.rows;
+  const int64_t* di = a.host_array(ids, T);
+  float* dout = a.out(out, T * d);
+  if (table.format == MatFormat::bf16) {
+    const uint16_t* w = a.in(static_cast<const uint16_t*>(table.data), V * d);
+    launch_map(T * d, "embed", [=] __device__(int64_t i) {
+      const uint32_t bits = uint32_t{w[di[i / d] * d + i % d]} << 16;
+      dout[i] = __uint_as_float(bits);
+    });
+  } else {
+    check(table.format == MatFormat::f32, "embed (cuda): BF16 or F32 tables only");
+    const float* w = a.in(static_cast<const float*>(table.data), V * d);
+    launch_map(T * d, "embed", [=] __device__(int64_t i) { dout[i] = w[di[i / d] * d + i % d]; });
+  }
+}
+
+// ---- row norms: one block per row ----
+
+namespace {
+
+template <int kMode>  // 0 rms, 1 gated rms, 2 l2
+__global__ void norm_kernel(const float* x, const float* z, const float* w, int64_t n, float eps,
+                            float* y) {
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * n;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xr[i]) * xr[i];
+  ss = cuda::block_sum(ss);
+  float s;
+  if (kMode == 2) {
+    s = static_cast<float>(1.0 / sqrt(ss + eps));
+  } else {
+    s = static_cast<float>(1.0 / sqrt(ss / double(n) + eps));
+  }
+  float* yr = y + r * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i];
+    if (kMode == 0) yr[i] = w[i] * (v * s);
+    if (kMode == 1) yr[i] = v * s * w[i] * sigmoidf_(z[r * n + i]);
+    if (kMode == 2) yr[i] = v * s;
+  }
+}
+
+}  // namespace
+
+void rms_norm_cuda(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* y) {
+  if (rows == 0) return;
+  Args a;
+  const float* dx = a.in(x, rows * n);
+  const float* dw = a.in(w, n);
+  float* dy = a.out(y, rows * n);
+  norm_kernel<0><<<rows, kThreads, 0, stream()>>>(dx, nullptr, dw, n, eps, dy);
+  check_launch("rms_norm");
+}
+
+void gated_rms_norm_cuda(const float* x, const float* z, int64_t rows, int64_t n, const float* w,
+                         float eps, float* y) {
+  if (rows == 0) return;
+  Args a;
+  const float* dx = a.in(x, rows * n);
+  const float* dz = a.in(z, rows * n);
+  const float* dw = a.in(w, n);
+  float* dy = a.out(y, rows * n);
+  norm_kernel<1><<<rows, kThreads, 0, stream()>>>(dx, dz, dw, n, eps, dy);
+  check_launch("gated_rms_norm");
+}
+
+void l2_norm_cuda(const float* x, int64_t rows, int64_t n, float eps, float* y) {
+  if (rows == 0) return;
+  Args a;
+  const float* dx = a.in(x, rows * n);
+  float* dy = a.out(y, rows * n);
+  norm_kernel<2><<<rows, kThreads, 0, stream()>>>(dx, nullptr, nullptr, n, eps, dy);
+  check_launch("l2_norm");
+}
+
+// ---- conv1d + SiLU: one thread per channel walks the tokens ----
+
+namespace {
+
+__global__ void conv_kernel(const float* x, const float* w, float* state, int64_t T, int64_t C,
+                            int W, float* y) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= C) return;
+  constexpr int kMaxW = 8;
+  const int H = W - 1;
+  float hist[kMaxW];
+  for (int j = 0; j < H; ++j) hist[j] = state[c * H + j];
+  const float* wc = w + c * W;
+  for (int64_t t = 0; t < T; ++t) {
+    const float cur = x[t * C + c];
+    float acc = wc[H] * cur;
+    for (int j = 0; j < H; ++j) acc += wc[j] * hist[j];
+    y[t * C + c] = acc / (1.0f + expf(-acc));
+    for (int j = 0; j + 1 < H; ++j) hist[j] = hist[j + 1];
+    if (H > 0) hist[H - 1] = cur;
+  }
+  for (int j = 0; j < H; ++j) state[c * H + j] = hist[j];
+}
+
+}  // namespace
+
+void conv1d_silu_cuda(const float* x, const float* w, float* state, Conv1dShape s, float* y) {
+  check(s.W >= 1 && s.W <= 8, "conv1d_silu (cuda): kernel width ", s.W, " (1 to 8 supported)");
+  if (s.C == 0) return;
+  Args a;
+  const float* dx = a.in(x, s.T * s.C);
+  const float* dw = a.in(w, s.C * s.W);
+  float* ds = a.inout(state, s.C * (s.W - 1));
+  float* dy = a.out(y, s.T * s.C);
+  conv_kernel<<<blocks_for(s.C, 128), 128, 0, stream()>>>(dx, dw, ds, s.T, s.C,
+                                                          static_cast<int>(s.W), dy);
+  check_launch("conv1d_silu");
+}
+
+// ---- AttnRes mix: one block per token ----
+
+namespace {
+
+constexpr int kMaxCands = 64;
+
+__global__ void attn_res_kernel(const float* const* cands, int n, int64_t d, const float* w,
+                                float eps, float* out) {
+  const int64_t t = blockIdx.x;
+  __shared__ float score[kMaxCands];
+  for (int i = 0; i < n; ++i) {
+    const float* v = cands[i] + t * d;
+    float ss = 0, dot = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      ss += v[j] * v[j];
+      dot += v[j] * w[j];
+    }
+    ss = cuda::block_sum(ss);
+    dot = cuda::block_sum(dot);
+    if (threadIdx.x == 0) score[i] = dot / sqrtf(ss / static_cast<float>(d) + eps);
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = fmaxf(mx, score[i]);
+  float e[kMaxCands];
+  float sum = 0;
+  for (int i = 0; i < n; ++i) sum += (e[i] = expf(score[i] - mx));
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float acc = 0;
+    for (int i = 0; i < n; ++i) acc += e[i] * cands[i][t * d + j];
+    out[t * d + j] = acc / sum;
+  }
+}
+
+}  // namespace
+
+void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w, float eps,
+                       float* out) {
+  check(s.n >= 1 && s.n <= kMaxCands, "attn_res_mix (cuda): ", s.n, " candidates (1 to ", kMaxCands,
+        ")");
+  if (s.T == 0) return;
+  Args a;
+  std::vector<const float*> dev(static_cast<size_t>(s.n));
+  for (int64_t i = 0; i < s.n; ++i) dev[i] = a.in(cands[i], s.T * s.d);
+  const float* const* dc = a.host_array(dev.data(), dev.size());
+  const float* dw = a.in(w, s.d);
+  float* dout = a.out(out, s.T * s.d);
+  attn_res_kernel<<<s.T, kThreads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, dout);
+  check_launch("attn_res_mix");
+}
+
+// ---- router: one thread per token (E is small enough for a register-free selection) ----
+
+namespace {
+
+__global__ void router_kernel(const float* logits, const float* bias, RouterParams p, int64_t T,
+                              int32_t* sel, float* weight) {
+  const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (t >= T) return;
+  const int64_t E = p.n_expert, k = p.top_k;
+  const float* lg = logits + t * E;
+  int32_t* st = sel + t * k;
+  // Selection by repeated arg-max over s + bias (ties to the lower id), excluding chosen ones.
+  for (int64_t i = 0; i < k; ++i) {
+    int32_t best = -1;
+    float best_v = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      bool taken = false;
+      for (int64_t j = 0; j < i; ++j) taken |= st[j] == e;
+      if (taken) continue;
+      const float v = 1.0f / (1.0f + expf(-lg[e])) + bias[e];
+      if (best < 0 || v > best_v) {
+        best = static_cast<int32_t>(e);
+        best_v = v;
+      }
+    }
+    st[i] = best;
+  }
+  for (int64_t i = 1; i < k; ++i) {  // ascending expert id
+    const int32_t v = st[i];
+    int64_t j = i - 1;
+    for (; j >= 0 && st[j] > v; --j) st[j + 1] = st[j];
+    st[j + 1] = v;
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += 1.0f / (1.0f + expf(-lg[st[i]]));
+  const bool renorm = p.renormalize && k > 1;
+  for (int64_t i = 0; i < k; ++i) {
+    const float s = 1.0f / (1.0f + expf(-lg[st[i]]));
+    const double wv = renorm ? s / (sum + 1e-20) : s;
+    weight[t * k + i] = static_cast<float>(wv) * p.scale;
+  }
+}
+
+}  // namespace
+
+void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t T, int32_t* sel,
+                 float* weight) {
+  if (T == 0) return;
+  Args a;
+  const float* dl = a.in(logits, T * p.n_expert);
+  const float* db = a.in(bias, p.n_expert);
+  int32_t* ds = a.out(sel, T * p.top_k);
+  float* dw = a.out(weight, T * p.top_k);
+  router_kernel<<<blocks_for(T, 64), 64, 0, stream()>>>(dl, db, p, T, ds, dw);
+  check_launch("router");
+}
+
+}  // namespace k3

@@ -1,0 +1,62 @@
+// The cuda launchers of the registered ops (one per op, the op's launcher signature), for the
+// ops' register_op lines: `.cuda = K3_CUDA_IMPL(linear_cuda)` is nullptr in a CPU-only build.
+// Pointer conventions: cuda.h.
+#pragma once
+
+#include "ops/attn_res/attn_res.h"
+#include "ops/conv1d/conv1d.h"
+#include "ops/copy/copy.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/embed/embed.h"
+#include "ops/fill/fill.h"
+#include "ops/kda/kda.h"
+#include "ops/kda/kda_gate.h"
+#include "ops/linear/linear.h"
+#include "ops/mla/mla.h"
+#include "ops/moe/moe_combine.h"
+#include "ops/moe/router.h"
+#include "ops/norm/norm.h"
+#include "ops/situ/situ.h"
+
+#if defined(K3_HAVE_CUDA)
+#define K3_CUDA_IMPL(f) (f)
+#else
+#define K3_CUDA_IMPL(f) nullptr
+#endif
+
+namespace k3 {
+
+void linear_cuda(const float* x, int64_t T, const Mat& w, float* y);
+void copy_cuda(const float* src, CopyShape s, float* dst);
+void fill_cuda(float* y, int64_t n, float value);
+void embed_cuda(const Mat& table, const int64_t* ids, int64_t T, float* out);
+void gather_rows_cuda(const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst);
+void gather_choice_rows_cuda(const float* src, const int64_t* choice, int64_t n, int64_t k,
+                             int64_t width, float* dst);
+void moe_scatter_add_cuda(const float* y, const int64_t* choice, const float* weight, int64_t n,
+                          int64_t k, int64_t width, float* c);
+void rms_norm_cuda(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* y);
+void gated_rms_norm_cuda(const float* x, const float* z, int64_t rows, int64_t n, const float* w,
+                         float eps, float* y);
+void l2_norm_cuda(const float* x, int64_t rows, int64_t n, float eps, float* y);
+void sigmoid_cuda(const float* x, int64_t n, float* y);
+void scale_cuda(const float* x, int64_t n, float s, float* y);
+void add_cuda(const float* a, const float* b, int64_t n, float* y);
+void mul_sigmoid_cuda(const float* x, const float* gate, int64_t n, float* y);
+void situ_glu_cuda(const float* gate, const float* up, int64_t n, SituParams p, float* out);
+void conv1d_silu_cuda(const float* x, const float* w, float* state, Conv1dShape s, float* y);
+void kda_gate_cuda(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,
+                   float* g);
+void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w, float eps,
+                       float* out);
+void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t T, int32_t* sel,
+                 float* weight);
+void kda_recurrent_cuda(const KdaInputs& in, KdaShape s, float* S, float* o);
+void kda_chunked_cuda(const KdaInputs& in, KdaShape s, float* S, float* o);
+void kda_decode_cuda(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s,
+                     float* o);
+void mla_expanded_cuda(const float* q, const float* k, const float* v, MlaShape s, float* o);
+void mla_absorbed_cuda(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
+                       MlaShape s, float* o);
+
+}  // namespace k3

@@ -1,0 +1,129 @@
+// Internal to the .cu files: the process's CUDA runtime (stream, cuBLAS handle, resident
+// weights) and the argument helpers every launcher uses (see cuda.h for the pointer rules).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/cuda.h"
+#include "core/error.h"
+
+namespace k3::cuda {
+
+void check_cuda(cudaError_t e, const char* what);
+void check_blas(cublasStatus_t s, const char* what);
+// After a kernel launch: reports a bad launch configuration at once (not at the next sync).
+inline void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
+
+cudaStream_t stream();
+cublasHandle_t blas();
+
+// cuBLAS is opened at first use (dlopen), not linked: its libraries take a fifth of a second
+// to load, which every test process of a CUDA build would pay even with no device.
+// The C entry point cublasGemmEx (C++ also sees a deprecated overload).
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                    int, const void*, const void*, cudaDataType, int, const void*,
+                                    cudaDataType, int, const void*, void*, cudaDataType, int,
+                                    cublasComputeType_t, cublasGemmAlgo_t);
+struct BlasApi {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasSetStream_v2) set_stream;
+  GemmExFn gemm_ex;
+  decltype(&cublasSgemm_v2) sgemm;
+};
+const BlasApi& blas_api();
+bool host_staging();
+// The device copy of a resident host address, or p itself when it is not resident.
+const void* resident(const void* p);
+
+// Stream-ordered device scratch, freed on the stream when the holder goes.
+class Scratch {
+ public:
+  Scratch() = default;
+  explicit Scratch(size_t bytes);
+  ~Scratch();
+  Scratch(Scratch&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// A host array copied to fresh device scratch (indices, tables, pointer lists).
+template <typename T>
+const T* upload(const T* host, size_t n, std::vector<Scratch>& keep) {
+  if (n == 0) return nullptr;
+  keep.emplace_back(n * sizeof(T));
+  check_cuda(
+      cudaMemcpyAsync(keep.back().get(), host, n * sizeof(T), cudaMemcpyHostToDevice, stream()),
+      "upload");
+  return static_cast<const T*>(keep.back().get());
+}
+
+// One launch's pointer arguments. Normally in() translates resident weights and passes
+// activations through; in host-staging mode every argument is copied to the device and the
+// outputs are copied back (and the stream synchronised) when the Args goes.
+class Args {
+ public:
+  Args() : staging_(host_staging()) {}
+  ~Args();
+  Args(const Args&) = delete;
+  Args& operator=(const Args&) = delete;
+
+  template <typename T>
+  const T* in(const T* p, size_t n) {
+    if (p == nullptr) return nullptr;
+    if (!staging_) return static_cast<const T*>(resident(p));
+    const void* r = resident(p);
+    if (r != p) return static_cast<const T*>(r);
+    return upload(p, n, keep_);
+  }
+  template <typename T>
+  T* out(T* p, size_t n) {
+    return staged(p, n, false);
+  }
+  template <typename T>
+  T* inout(T* p, size_t n) {
+    return staged(p, n, true);
+  }
+  // A host array (always copied).
+  template <typename T>
+  const T* host_array(const T* p, size_t n) {
+    return upload(p, n, keep_);
+  }
+  bool staging() const { return staging_; }
+  std::vector<Scratch>& keep() { return keep_; }
+
+ private:
+  template <typename T>
+  T* staged(T* p, size_t n, bool copy_in) {
+    if (!staging_ || p == nullptr || n == 0) return p;
+    keep_.emplace_back(n * sizeof(T));
+    void* d = keep_.back().get();
+    if (copy_in) {
+      check_cuda(cudaMemcpyAsync(d, p, n * sizeof(T), cudaMemcpyHostToDevice, stream()),
+                 "stage in");
+    }
+    outs_.push_back({p, d, n * sizeof(T)});
+    return static_cast<T*>(d);
+  }
+  struct Out {
+    void* host;
+    const void* dev;
+    size_t bytes;
+  };
+  bool staging_;
+  std::vector<Scratch> keep_;
+  std::vector<Out> outs_;
+};
+
+inline int blocks_for(int64_t n, int threads) {
+  return static_cast<int>((n + threads - 1) / threads);
+}
+
+}  // namespace k3::cuda

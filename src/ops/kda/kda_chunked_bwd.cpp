@@ -1,0 +1,303 @@
+// Backward of the chunkwise (WY/UT) KDA form, per head, chunk by chunk in reverse. Within a
+// chunk of n tokens (state S at its start, Γ = cumsum g, D_rs = e^{Γ_r − Γ_s} per channel):
+//   KK_rs = Σ_i k_r k_s D_rs (s < r),  M = Diag(β) KK,  Inv = (I + M)⁻¹,  Tm = Inv Diag(β),
+//   W = Tm (e^Γ ⊙ k),  U = Tm v,  Ṽ = U − W S,  QK_rs = Σ_i q_r k_s D_rs (s ≤ r),
+//   o = (e^Γ ⊙ q) S + QK Ṽ,  S' = Diag(e^{Γ_n}) S + (e^{Γ_n − Γ} ⊙ k)ᵀ Ṽ.
+// Given do and dS' (the next chunk's dS; zero after the last), reverse mode gives
+//   dṼ = QKᵀ do + (e^{Γ_n−Γ} ⊙ k) dS'ᵀ…,  dS = (e^Γ ⊙ q)ᵀ do + Diag(e^{Γ_n}) dS' − Wᵀ dṼ,
+//   dTm = −dṼ Sᵀ (e^Γ ⊙ k)ᵀ + dṼ vᵀ,  dInv = dTm Diag(β),  dM = −Invᵀ dInv Invᵀ (s < r),
+// then through KK, QK and the decays into dq, dk, dΓ, and dg = reverse cumsum of dΓ.
+// Only the chunk-start states are kept (one [K, V] per chunk), recomputed by a forward pass.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/parallel.h"
+#include "ops/kda/kda.h"
+
+namespace k3 {
+namespace {
+
+struct Mat2 {  // a small dense row-major matrix in double
+  int64_t rows = 0, cols = 0;
+  std::vector<double> a;
+  Mat2(int64_t r, int64_t c) : rows(r), cols(c), a(static_cast<size_t>(r * c), 0.0) {}
+  double& operator()(int64_t i, int64_t j) { return a[i * cols + j]; }
+  double operator()(int64_t i, int64_t j) const { return a[i * cols + j]; }
+};
+
+// The chunk's inputs for one head, widened, and its forward intermediates.
+struct Chunk {
+  int64_t n, K, V;
+  Mat2 q, k, v, gam, ed;  // [n, K] (v: [n, V]); Γ; e^Γ
+  Mat2 E;                 // [n, K]: e^{Γ_n − Γ_r}, the decay from token r to the chunk end
+  std::vector<double> en, beta;  // e^{Γ_n} [K]; β [n]
+  std::vector<double> D;         // [n, n, K]: e^{Γ_r − Γ_s} for s ≤ r
+  Mat2 KK, QK, Inv, Tm, W, U, Vn;
+
+  Chunk(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t n_)
+      : n(n_),
+        K(s.K),
+        V(s.V),
+        q(n, K),
+        k(n, K),
+        v(n, V),
+        gam(n, K),
+        ed(n, K),
+        E(n, K),
+        en(static_cast<size_t>(K)),
+        beta(static_cast<size_t>(n)),
+        D(static_cast<size_t>(n * n * K), 0.0),
+        KK(n, n),
+        QK(n, n),
+        Inv(n, n),
+        Tm(n, n),
+        W(n, K),
+        U(n, V),
+        Vn(n, V) {
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t row = (t0 + r) * s.H + h;
+      for (int64_t i = 0; i < K; ++i) {
+        q(r, i) = in.q[row * K + i];
+        k(r, i) = in.k[row * K + i];
+        gam(r, i) = (r ? gam(r - 1, i) : 0.0) + in.g[row * K + i];
+        ed(r, i) = std::exp(gam(r, i));
+      }
+      for (int64_t j = 0; j < V; ++j) v(r, j) = in.v[row * V + j];
+      beta[r] = in.beta[(t0 + r) * s.H + h];
+    }
+    for (int64_t i = 0; i < K; ++i) en[i] = ed(n - 1, i);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < K; ++i) E(r, i) = std::exp(gam(n - 1, i) - gam(r, i));
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c <= r; ++c) {
+        double kk = 0, qk = 0;
+        for (int64_t i = 0; i < K; ++i) {
+          const double d = D[(r * n + c) * K + i] = std::exp(gam(r, i) - gam(c, i));
+          kk += k(r, i) * k(c, i) * d;
+          qk += q(r, i) * k(c, i) * d;
+        }
+        KK(r, c) = c < r ? kk : 0.0;
+        QK(r, c) = qk;
+      }
+    }
+    for (int64_t r = 0; r < n; ++r) {  // Inv = (I + M)⁻¹, unit lower-triangular
+      Inv(r, r) = 1.0;
+      for (int64_t c = 0; c < r; ++c) {
+        double acc = 0;
+        for (int64_t m = c; m < r; ++m) acc += beta[r] * KK(r, m) * Inv(m, c);
+        Inv(r, c) = -acc;
+      }
+    }
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c <= r; ++c) Tm(r, c) = Inv(r, c) * beta[c];
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c <= r; ++c) {
+        for (int64_t i = 0; i < K; ++i) W(r, i) += Tm(r, c) * ed(c, i) * k(c, i);
+        for (int64_t j = 0; j < V; ++j) U(r, j) += Tm(r, c) * v(c, j);
+      }
+    }
+  }
+
+  // Ṽ = U − W S for the state S [K, V] at the chunk start.
+  void new_values(const Mat2& S) {
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < V; ++j) {
+        double acc = U(r, j);
+        for (int64_t i = 0; i < K; ++i) acc -= W(r, i) * S(i, j);
+        Vn(r, j) = acc;
+      }
+  }
+
+  // S ← Diag(e^{Γ_n}) S + (e^{Γ_n − Γ} ⊙ k)ᵀ Ṽ.
+  void advance(Mat2& S) const {
+    for (int64_t i = 0; i < K; ++i) {
+      for (int64_t j = 0; j < V; ++j) {
+        double acc = en[i] * S(i, j);
+        for (int64_t r = 0; r < n; ++r) acc += E(r, i) * k(r, i) * Vn(r, j);
+        S(i, j) = acc;
+      }
+    }
+  }
+};
+
+struct ChunkGrads {
+  Mat2 dq, dk, dv, dgam;
+  std::vector<double> dbeta;
+  ChunkGrads(int64_t n, int64_t K, int64_t V)
+      : dq(n, K), dk(n, K), dv(n, V), dgam(n, K), dbeta(static_cast<size_t>(n), 0.0) {}
+};
+
+// One chunk's backward: dO [n, V] and dS (in: gradient of the state after the chunk; out: of
+// the state before it), given the state S at its start.
+void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGrads& g) {
+  const int64_t n = c.n, K = c.K, V = c.V;
+  Mat2 dVn(n, V), dTm(n, n), dW(n, K), dkd(n, K);
+  for (int64_t r = 0; r < n; ++r) {  // dṼ = QKᵀ dO + kde dS'
+    for (int64_t j = 0; j < V; ++j) {
+      double acc = 0;
+      for (int64_t t = r; t < n; ++t) acc += c.QK(t, r) * dO(t, j);
+      for (int64_t i = 0; i < K; ++i) acc += c.E(r, i) * c.k(r, i) * dS(i, j);
+      dVn(r, j) = acc;
+    }
+  }
+  std::vector<double> dGn(static_cast<size_t>(K), 0.0);
+  for (int64_t r = 0; r < n; ++r) {  // through kde = e^{Γ_n − Γ} ⊙ k
+    for (int64_t i = 0; i < K; ++i) {
+      double dkde = 0;
+      for (int64_t j = 0; j < V; ++j) dkde += c.Vn(r, j) * dS(i, j);
+      const double e = c.E(r, i);
+      g.dk(r, i) += dkde * e;
+      g.dgam(r, i) -= dkde * c.k(r, i) * e;
+      dGn[i] += dkde * c.k(r, i) * e;
+    }
+  }
+  for (int64_t i = 0; i < K; ++i) {  // S' ∋ Diag(e^{Γ_n}) S
+    for (int64_t j = 0; j < V; ++j) dGn[i] += dS(i, j) * S(i, j) * c.en[i];
+  }
+  Mat2 dS_prev(K, V);
+  for (int64_t i = 0; i < K; ++i) {
+    for (int64_t j = 0; j < V; ++j) {
+      double acc = c.en[i] * dS(i, j);
+      for (int64_t r = 0; r < n; ++r)
+        acc += c.ed(r, i) * c.q(r, i) * dO(r, j) - c.W(r, i) * dVn(r, j);
+      dS_prev(i, j) = acc;
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {  // o ∋ (e^Γ ⊙ q) S;  W: dW = −dṼ Sᵀ
+    for (int64_t i = 0; i < K; ++i) {
+      double dqd = 0, dw = 0;
+      for (int64_t j = 0; j < V; ++j) {
+        dqd += dO(r, j) * S(i, j);
+        dw -= dVn(r, j) * S(i, j);
+      }
+      g.dq(r, i) += dqd * c.ed(r, i);
+      g.dgam(r, i) += dqd * c.q(r, i) * c.ed(r, i);
+      dW(r, i) = dw;
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {  // W = Tm kd, U = Tm v:  dTm, dkd, dv
+    for (int64_t s = 0; s <= r; ++s) {
+      double acc = 0;
+      for (int64_t i = 0; i < K; ++i) acc += dW(r, i) * c.ed(s, i) * c.k(s, i);
+      for (int64_t j = 0; j < V; ++j) acc += dVn(r, j) * c.v(s, j);
+      dTm(r, s) = acc;
+    }
+  }
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t i = 0; i < K; ++i) {
+      double acc = 0;
+      for (int64_t r = s; r < n; ++r) acc += c.Tm(r, s) * dW(r, i);
+      dkd(s, i) = acc;
+      g.dk(s, i) += acc * c.ed(s, i);
+      g.dgam(s, i) += acc * c.k(s, i) * c.ed(s, i);
+    }
+    for (int64_t j = 0; j < V; ++j) {
+      double acc = 0;
+      for (int64_t r = s; r < n; ++r) acc += c.Tm(r, s) * dVn(r, j);
+      g.dv(s, j) += acc;
+    }
+  }
+  Mat2 dInv(n, n), dM(n, n), tmp(n, n);
+  for (int64_t r = 0; r < n; ++r) {  // Tm = Inv Diag(β)
+    for (int64_t s = 0; s <= r; ++s) {
+      dInv(r, s) = dTm(r, s) * c.beta[s];
+      g.dbeta[s] += dTm(r, s) * c.Inv(r, s);
+    }
+  }
+  // dM = −Invᵀ dInv Invᵀ (lower-triangular factors; only s < r is used).
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t s = 0; s <= a; ++s) {
+      double acc = 0;
+      for (int64_t b = 0; b <= s; ++b) acc += dInv(a, b) * c.Inv(s, b);  // (dInv Invᵀ)[a, s]
+      tmp(a, s) = acc;
+    }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t s = 0; s < r; ++s) {
+      double acc = 0;
+      for (int64_t a = r; a < n; ++a) acc += c.Inv(a, r) * tmp(a, s);
+      dM(r, s) = -acc;
+    }
+  for (int64_t r = 0; r < n; ++r) {  // M = Diag(β) KK;  then KK and QK through k, q and D
+    for (int64_t s = 0; s <= r; ++s) {
+      const double dkk = s < r ? dM(r, s) * c.beta[r] : 0.0;
+      if (s < r) g.dbeta[r] += dM(r, s) * c.KK(r, s);
+      double dqk = 0;
+      for (int64_t j = 0; j < V; ++j) dqk += dO(r, j) * c.Vn(s, j);
+      const double* D = &c.D[(r * n + s) * K];
+      for (int64_t i = 0; i < K; ++i) {
+        const double kk_term = dkk * D[i], qk_term = dqk * D[i];
+        g.dk(r, i) += kk_term * c.k(s, i);
+        g.dk(s, i) += kk_term * c.k(r, i) + qk_term * c.q(r, i);
+        g.dq(r, i) += qk_term * c.k(s, i);
+        const double dd = (kk_term * c.k(r, i) + qk_term * c.q(r, i)) * c.k(s, i);
+        g.dgam(r, i) += dd;
+        g.dgam(s, i) -= dd;
+      }
+    }
+  }
+  for (int64_t i = 0; i < K; ++i) g.dgam(n - 1, i) += dGn[i];
+  dS = std::move(dS_prev);
+}
+
+void add_rows(float* dst, int64_t t0, int64_t H, int64_t h, const Mat2& m) {
+  if (dst == nullptr) return;
+  for (int64_t r = 0; r < m.rows; ++r)
+    for (int64_t i = 0; i < m.cols; ++i)
+      dst[((t0 + r) * H + h) * m.cols + i] += static_cast<float>(m(r, i));
+}
+
+void head_bwd(const KdaInputs& in, KdaShape s, int64_t h, const float* S0, const float* d_o,
+              const KdaGrads& d, int64_t C) {
+  const int64_t T = s.T, K = s.K, V = s.V, n_chunks = (T + C - 1) / C;
+  std::vector<Mat2> starts;  // the state at each chunk's start
+  Mat2 S(K, V);
+  if (S0 != nullptr) {
+    for (int64_t i = 0; i < K * V; ++i) S.a[i] = S0[h * K * V + i];
+  }
+  for (int64_t ci = 0; ci < n_chunks; ++ci) {
+    starts.push_back(S);
+    const int64_t t0 = ci * C;
+    Chunk c(in, s, h, t0, std::min(C, T - t0));
+    c.new_values(S);
+    c.advance(S);
+  }
+  Mat2 dS(K, V);
+  for (int64_t ci = n_chunks - 1; ci >= 0; --ci) {
+    const int64_t t0 = ci * C, n = std::min(C, T - t0);
+    Chunk c(in, s, h, t0, n);
+    c.new_values(starts[ci]);
+    Mat2 dO(n, V);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < V; ++j) dO(r, j) = d_o[((t0 + r) * s.H + h) * V + j];
+    ChunkGrads g(n, K, V);
+    chunk_back(c, starts[ci], dO, dS, g);
+    Mat2 dg(n, K);  // Γ = cumsum g: dg_t = Σ_{r ≥ t} dΓ_r
+    for (int64_t i = 0; i < K; ++i) {
+      double acc = 0;
+      for (int64_t r = n - 1; r >= 0; --r) dg(r, i) = (acc += g.dgam(r, i));
+    }
+    add_rows(d.q, t0, s.H, h, g.dq);
+    add_rows(d.k, t0, s.H, h, g.dk);
+    add_rows(d.v, t0, s.H, h, g.dv);
+    add_rows(d.g, t0, s.H, h, dg);
+    if (d.beta != nullptr) {
+      for (int64_t r = 0; r < n; ++r) d.beta[(t0 + r) * s.H + h] += static_cast<float>(g.dbeta[r]);
+    }
+  }
+}
+
+}  // namespace
+
+void kda_chunked_bwd(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
+                     const KdaGrads& d, int64_t chunk) {
+  parallel_for(s.H, s.T * s.K * s.V > 4096,
+               [&](int64_t h) { head_bwd(in, s, h, S0, d_o, d, chunk); });
+}
+
+void kda_chunked_bwd_64(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
+                        const KdaGrads& d) {
+  kda_chunked_bwd(in, s, S0, d_o, d, 64);
+}
+
+}  // namespace k3

@@ -1,0 +1,178 @@
+// linear / MXFP4 kernels for AVX2 + FMA (+F16C), 8 lanes. Built with -mavx2 -mfma -mf16c
+// (CMakeLists.txt: files named *_avx2.cpp); runs only when cpu_isa picks avx2.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "ops/linear/linear_kernels.h"
+
+namespace k3::avx2 {
+namespace {
+
+constexpr int64_t kLanes = 8;
+
+// The canonical reduction: (lanes 0-3 + lanes 4-7), then pairs, then the last two.
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256 load_bf16(const uint16_t* p) {  // 8 bf16 -> fp32 (exact: the top halves)
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+}
+
+// E8M0 scale 2^(s-127) as float bits; 0 is the subnormal 2^-127, 255 decodes as infinity
+// (as the scalar path's ldexp does).
+inline float e8m0(uint8_t s) {
+  const uint32_t bits = s == 0 ? 0x00400000u : s == 255 ? 0x7f800000u : uint32_t{s} << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+// One MXFP4 group (16 bytes, 32 values) as four vectors in element order. Each nibble's
+// magnitude comes from an 8-entry table (scaled by the group's power of two, exact) through
+// one permute; its sign bit is moved to the float sign.
+struct GroupDecoder {
+  __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+  __m128i low4 = _mm_set1_epi8(0x0f);
+  __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+
+  void operator()(const uint8_t* bytes16, uint8_t scale, __m256 out[4]) const {
+    const __m256 table = _mm256_mul_ps(lut, _mm256_set1_ps(e8m0(scale)));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16));
+    const __m128i lo = _mm_and_si128(b, low4);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+    const __m128i codes[2] = {_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi)};  // 0-15, 16-31
+    for (int h = 0; h < 2; ++h) {
+      const __m256i c0 = _mm256_cvtepu8_epi32(codes[h]);
+      const __m256i c1 = _mm256_cvtepu8_epi32(_mm_srli_si128(codes[h], 8));
+      out[2 * h] = value(table, c0);
+      out[2 * h + 1] = value(table, c1);
+    }
+  }
+  __m256 value(__m256 table, __m256i code) const {
+    const __m256 mag = _mm256_permutevar8x32_ps(table, code);  // uses code & 7
+    const __m256i s = _mm256_and_si256(_mm256_slli_epi32(code, 28), sign);
+    return _mm256_xor_ps(mag, _mm256_castsi256_ps(s));
+  }
+};
+
+void widen_bf16(const uint16_t* p, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm256_storeu_ps(out + i, load_bf16(p + i));
+  for (; i < n; ++i) {
+    const uint32_t u = uint32_t{p[i]} << 16;
+    __builtin_memcpy(out + i, &u, 4);
+  }
+}
+
+void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out) {
+  const GroupDecoder decode;
+  for (int64_t g = 0; g < cols / 32; ++g) {
+    __m256 v[4];
+    decode(packed + g * 16, scales[g], v);
+    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(out + g * 32 + j * kLanes, v[j]);
+  }
+}
+
+// Up to 4 rows of BF16 weights against one input: independent FMA chains, one per row.
+void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+               float* y, int64_t ldy) {
+  for (int64_t j0 = 0; j0 < nr; j0 += 4) {
+    const int64_t n = nr - j0 < 4 ? nr - j0 : 4;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xt = x + t * cols;
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                       _mm256_setzero_ps()};
+      const uint16_t* row[4];
+      for (int64_t b = 0; b < 4; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
+      for (int64_t i = 0; i < cols; i += kLanes) {
+        const __m256 xv = _mm256_loadu_ps(xt + i);
+        for (int64_t b = 0; b < 4; ++b) acc[b] = _mm256_fmadd_ps(xv, load_bf16(row[b] + i), acc[b]);
+      }
+      for (int64_t b = 0; b < n; ++b) y[t * ldy + r0 + j0 + b] = hsum(acc[b]);
+    }
+  }
+}
+
+// Two rows of MXFP4 weights against one input (two independent chains), each group decoded
+// once per token; an odd last row is computed twice.
+void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
+                int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
+  const GroupDecoder decode;
+  const int64_t pb = cols / 2, sb = cols / 32;
+  for (int64_t j0 = 0; j0 < nr; j0 += 2) {
+    const int64_t ra = r0 + j0, rb = j0 + 1 < nr ? ra + 1 : ra;
+    const uint8_t *pa = packed + ra * pb, *pbk = packed + rb * pb;
+    const uint8_t *sa = scales + ra * sb, *sbk = scales + rb * sb;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xt = x + t * cols;
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      for (int64_t g = 0; g < sb; ++g) {
+        __m256 va[4], vb[4];
+        decode(pa + g * 16, sa[g], va);
+        decode(pbk + g * 16, sbk[g], vb);
+        for (int q = 0; q < 4; ++q) {
+          const __m256 xv = _mm256_loadu_ps(xt + g * 32 + q * kLanes);
+          acc0 = _mm256_fmadd_ps(xv, va[q], acc0);
+          acc1 = _mm256_fmadd_ps(xv, vb[q], acc1);
+        }
+      }
+      y[t * ldy + ra] = hsum(acc0);
+      y[t * ldy + rb] = hsum(acc1);
+    }
+  }
+}
+
+// y[a, b] for a 4-token x 3-row tile: 12 accumulators, each weight and input vector loaded once
+// per 8 columns.
+void tile_4x3(const float* x, int64_t ldx, const float* w, int64_t cols, float* y, int64_t ldy) {
+  __m256 acc[4][3];
+  for (auto& r : acc)
+    for (auto& a : r) a = _mm256_setzero_ps();
+  for (int64_t i = 0; i < cols; i += kLanes) {
+    const __m256 w0 = _mm256_loadu_ps(w + i), w1 = _mm256_loadu_ps(w + cols + i),
+                 w2 = _mm256_loadu_ps(w + 2 * cols + i);
+    for (int64_t a = 0; a < 4; ++a) {
+      const __m256 xv = _mm256_loadu_ps(x + a * ldx + i);
+      acc[a][0] = _mm256_fmadd_ps(xv, w0, acc[a][0]);
+      acc[a][1] = _mm256_fmadd_ps(xv, w1, acc[a][1]);
+      acc[a][2] = _mm256_fmadd_ps(xv, w2, acc[a][2]);
+    }
+  }
+  for (int64_t a = 0; a < 4; ++a)
+    for (int64_t b = 0; b < 3; ++b) y[a * ldy + b] = hsum(acc[a][b]);
+}
+
+float dot(const float* x, const float* w, int64_t n) {  // one output, the tile's arithmetic
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += kLanes)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(w + i), acc);
+  return hsum(acc);
+}
+
+void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
+                   int64_t ldy, int64_t r0, float* y) {
+  int64_t t = 0;
+  for (; t + 4 <= T; t += 4) {
+    int64_t j = 0;
+    for (; j + 3 <= nr; j += 3)
+      tile_4x3(x + t * cols, cols, rows + j * cols, cols, y + t * ldy + r0 + j, ldy);
+    for (; j < nr; ++j)
+      for (int64_t a = 0; a < 4; ++a)
+        y[(t + a) * ldy + r0 + j] = dot(x + (t + a) * cols, rows + j * cols, cols);
+  }
+  for (; t < T; ++t)
+    for (int64_t j = 0; j < nr; ++j) y[t * ldy + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
+}
+
+}  // namespace
+
+const LinearKernels kLinearKernels = {"avx2",    kLanes,     widen_bf16,   mxfp4_decode,
+                                      gemv_bf16, gemv_mxfp4, block_product};
+
+}  // namespace k3::avx2

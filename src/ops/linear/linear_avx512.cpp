@@ -1,0 +1,170 @@
+// linear / MXFP4 kernels for AVX-512 (F, BW, VL, DQ), 16 lanes. Built with -mavx512f -mavx512bw
+// -mavx512vl -mavx512dq (CMakeLists.txt: files named *_avx512.cpp); runs only when cpu_isa
+// picks avx512. The same structure as linear_avx2.cpp.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "ops/linear/linear_kernels.h"
+
+// GCC 12 flags its own _mm512_reduce_add_ps (an undefined-vector idiom) as uninitialised.
+#if !defined(__clang__)  // clang does not know the second one
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace k3::avx512 {
+namespace {
+
+constexpr int64_t kLanes = 16;
+
+inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+inline __m512 load_bf16(const uint16_t* p) {  // 16 bf16 -> fp32 (exact: the top halves)
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+
+// E8M0 scale 2^(s-127) (0: the subnormal 2^-127; 255: infinity, as the scalar path).
+inline float e8m0(uint8_t s) {
+  const uint32_t bits = s == 0 ? 0x00400000u : s == 255 ? 0x7f800000u : uint32_t{s} << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+// One MXFP4 group (16 bytes, 32 values) as two vectors, elements 0-15 and 16-31: both nibbles
+// are looked up in the scaled 16-entry signed table with one permute each, then interleaved
+// (low nibble = even element).
+struct GroupDecoder {
+  __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
+                                -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+  __m512i even = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  __m512i odd = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  __m512i low4 = _mm512_set1_epi32(0x0f);
+
+  void operator()(const uint8_t* bytes16, uint8_t scale, __m512& first, __m512& second) const {
+    const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(e8m0(scale)));
+    const __m512i b =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
+    const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(b, low4), scaled);
+    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), scaled);
+    first = _mm512_permutex2var_ps(lo, even, hi);
+    second = _mm512_permutex2var_ps(lo, odd, hi);
+  }
+};
+
+void widen_bf16(const uint16_t* p, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(out + i, load_bf16(p + i));
+  for (; i < n; ++i) {
+    const uint32_t u = uint32_t{p[i]} << 16;
+    __builtin_memcpy(out + i, &u, 4);
+  }
+}
+
+void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out) {
+  const GroupDecoder decode;
+  for (int64_t g = 0; g < cols / 32; ++g) {
+    __m512 a, b;
+    decode(packed + g * 16, scales[g], a, b);
+    _mm512_storeu_ps(out + g * 32, a);
+    _mm512_storeu_ps(out + g * 32 + 16, b);
+  }
+}
+
+// Up to 4 rows of BF16 weights against one input: independent FMA chains, one per row.
+void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+               float* y, int64_t ldy) {
+  for (int64_t j0 = 0; j0 < nr; j0 += 4) {
+    const int64_t n = nr - j0 < 4 ? nr - j0 : 4;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xt = x + t * cols;
+      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                       _mm512_setzero_ps()};
+      const uint16_t* row[4];
+      for (int64_t b = 0; b < 4; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
+      for (int64_t i = 0; i < cols; i += kLanes) {
+        const __m512 xv = _mm512_loadu_ps(xt + i);
+        for (int64_t b = 0; b < 4; ++b) acc[b] = _mm512_fmadd_ps(xv, load_bf16(row[b] + i), acc[b]);
+      }
+      for (int64_t b = 0; b < n; ++b) y[t * ldy + r0 + j0 + b] = hsum(acc[b]);
+    }
+  }
+}
+
+// Two rows of MXFP4 weights against one input (two independent chains); an odd last row is
+// computed twice.
+void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
+                int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
+  const GroupDecoder decode;
+  const int64_t pb = cols / 2, sb = cols / 32;
+  for (int64_t j0 = 0; j0 < nr; j0 += 2) {
+    const int64_t ra = r0 + j0, rb = j0 + 1 < nr ? ra + 1 : ra;
+    const uint8_t *pa = packed + ra * pb, *pbk = packed + rb * pb;
+    const uint8_t *sa = scales + ra * sb, *sbk = scales + rb * sb;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xt = x + t * cols;
+      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+      for (int64_t g = 0; g < sb; ++g) {
+        __m512 a0, a1, b0, b1;
+        decode(pa + g * 16, sa[g], a0, a1);
+        decode(pbk + g * 16, sbk[g], b0, b1);
+        const __m512 x0 = _mm512_loadu_ps(xt + g * 32), x1 = _mm512_loadu_ps(xt + g * 32 + 16);
+        acc0 = _mm512_fmadd_ps(x0, a0, acc0);
+        acc1 = _mm512_fmadd_ps(x0, b0, acc1);
+        acc0 = _mm512_fmadd_ps(x1, a1, acc0);
+        acc1 = _mm512_fmadd_ps(x1, b1, acc1);
+      }
+      y[t * ldy + ra] = hsum(acc0);
+      y[t * ldy + rb] = hsum(acc1);
+    }
+  }
+}
+
+// y[a, b] for a 4x4 tile: 16 accumulators, each weight and input vector loaded once per 16
+// columns.
+void tile_4x4(const float* x, int64_t ldx, const float* w, int64_t cols, float* y, int64_t ldy) {
+  __m512 acc[4][4];
+  for (auto& r : acc)
+    for (auto& a : r) a = _mm512_setzero_ps();
+  for (int64_t i = 0; i < cols; i += kLanes) {
+    __m512 wv[4];
+    for (int64_t b = 0; b < 4; ++b) wv[b] = _mm512_loadu_ps(w + b * cols + i);
+    for (int64_t a = 0; a < 4; ++a) {
+      const __m512 xv = _mm512_loadu_ps(x + a * ldx + i);
+      for (int64_t b = 0; b < 4; ++b) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
+    }
+  }
+  for (int64_t a = 0; a < 4; ++a)
+    for (int64_t b = 0; b < 4; ++b) y[a * ldy + b] = hsum(acc[a][b]);
+}
+
+float dot(const float* x, const float* w, int64_t n) {  // one output, the tile's arithmetic
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += kLanes)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(w + i), acc);
+  return hsum(acc);
+}
+
+void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
+                   int64_t ldy, int64_t r0, float* y) {
+  int64_t t = 0;
+  for (; t + 4 <= T; t += 4) {
+    int64_t j = 0;
+    for (; j + 4 <= nr; j += 4)
+      tile_4x4(x + t * cols, cols, rows + j * cols, cols, y + t * ldy + r0 + j, ldy);
+    for (; j < nr; ++j)
+      for (int64_t a = 0; a < 4; ++a)
+        y[(t + a) * ldy + r0 + j] = dot(x + (t + a) * cols, rows + j * cols, cols);
+  }
+  for (; t < T; ++t)
+    for (int64_t j = 0; j < nr; ++j) y[t * ldy + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
+}
+
+}  // namespace
+
+const LinearKernels kLinearKernels = {"avx512",  kLanes,     widen_bf16,   mxfp4_decode,
+                                      gemv_bf16, gemv_mxfp4, block_product};
+
+}  // namespace k3::avx512

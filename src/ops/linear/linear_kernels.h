@@ -1,0 +1,44 @@
+// The SIMD kernels behind linear and MXFP4 decoding, one table per instruction set (built in
+// linear_avx2.cpp / linear_avx512.cpp with their own compiler flags; see core/cpu_isa.h for
+// the rules those files follow). linear.cpp owns the threading and picks the table at run
+// time. Raw pointers only: this header defines nothing inline.
+//
+// Canonical order (batch invariance): every output y[t, r] is one SIMD accumulator of `lanes`
+// floats, FMA'd over `lanes`-column chunks in column order, then reduced in a fixed tree, on
+// every path of a table (tiles, lone rows, the fused BF16 / MXFP4 decode dots). So a
+// sequence's logits do not depend on what else is in its step. The paths need
+// cols % lanes == 0; linear falls back to its scalar code otherwise.
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+struct LinearKernels {
+  const char* isa;
+  int64_t lanes;
+  // out[n] = bf16 p[n] widened (any n).
+  void (*widen_bf16)(const uint16_t* p, int64_t n, float* out);
+  // out[cols] = one MXFP4 row decoded (cols % 32 == 0).
+  void (*mxfp4_decode)(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out);
+  // y[t, r] for t < T, r in [r0, r0+nr): rows read straight from the stored BF16 weights
+  // w [rows, cols]; y has leading dimension ldy. Decode steps (small T).
+  void (*gemv_bf16)(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
+                    int64_t nr, float* y, int64_t ldy);
+  // The same from MXFP4 weights: packed [rows, cols/2], scales [rows, cols/32].
+  void (*gemv_mxfp4)(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
+                     int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy);
+  // y[t, r0+j] for t < T, j < nr, from nr already-decoded fp32 rows [nr, cols]
+  // (register-tiled: each decoded row is reused by every token of the call).
+  void (*block_product)(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
+                        int64_t ldy, int64_t r0, float* y);
+};
+
+namespace avx2 {
+extern const LinearKernels kLinearKernels;
+}
+namespace avx512 {
+extern const LinearKernels kLinearKernels;
+}
+
+}  // namespace k3
