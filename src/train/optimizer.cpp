@@ -119,6 +119,14 @@ void Optimizer::muon(size_t i, float lr) {
   for (int64_t j = 0; j < n; ++j) p.value[j] = p.value[j] * decay - scale * update[j];
 }
 
+void assign_groups(std::vector<Param>& params, const HParams& hp, bool per_head_muon) {
+  for (Param& p : params) {
+    p.group = param_group(p.name, hp, per_head_muon);
+    check(p.group.update != Update::muon || p.shape.size() == 2, "optimizer: ", p.name,
+          " is a Muon matrix in the weight table but has ", p.shape.size(), " dimensions here");
+  }
+}
+
 double grad_global_norm(std::span<const Param> params) {
   double sum = 0;
   for (const Param& p : params) {
