@@ -1,6 +1,7 @@
 // k3 serve: the OpenAI-compatible HTTP server (k3/server.h, docs/SERVER.md) with
 // llama-server-style flags. SIGTERM or Ctrl-C stops it gracefully: new requests get 503,
 // running ones finish (up to --grace seconds) or are cancelled, then it exits 0.
+#if K3_HAVE_SERVER
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -96,3 +97,23 @@ int cmd_serve(int argc, char** argv) {
 }
 
 }  // namespace k3::cli
+
+#else  // built without cpp-httplib
+
+#include <cstdio>
+
+#include "commands.h"
+
+namespace k3::cli {
+
+int cmd_serve(int, char**) {
+  std::fprintf(stderr,
+               "k3 serve: error: this build has no HTTP server: cpp-httplib was not found when it "
+               "was built (install libcpp-httplib-dev, or run scripts/install-deps.sh, and "
+               "rebuild)\n");
+  return 1;
+}
+
+}  // namespace k3::cli
+
+#endif
