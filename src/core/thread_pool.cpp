@@ -83,7 +83,7 @@ bool ThreadPool::on_worker() { return t_in_job; }
 
 void ThreadPool::run(int64_t n, RangeFn fn, void* ctx) {
   if (n <= 0) return;
-  if (workers_.empty() || t_in_job) {
+  if (workers_.empty() || t_in_job || n >= static_cast<int64_t>(kIndexMask)) {
     fn(ctx, 0, n);
     return;
   }
@@ -94,16 +94,21 @@ void ThreadPool::run(int64_t n, RangeFn fn, void* ctx) {
     fn(ctx, 0, n);
     return;
   }
+  const uint64_t gen = ((state_.load(std::memory_order_relaxed) >> kIndexBits) + 1) & kGenMask;
+  // Close the previous job before its fields change: a late worker that read its state could
+  // otherwise pair that state with the new n_ and claim a chunk "of the old job" that lies in
+  // the new one (ranges run twice, remaining_ reaching 0 early; seen on 16 cores). Its claim is
+  // a CAS on the old generation, which fails from here on; the closed index is >= any n.
+  state_.store((gen << kIndexBits) | kIndexMask);
   fn_ = fn;
   ctx_ = ctx;
-  n_.store(n, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_release);  // release/acquire: a worker that sees the new n_
   chunk_.store(std::max<int64_t>(1, n / (4 * static_cast<int64_t>(size()))),
-               std::memory_order_relaxed);
+               std::memory_order_release);  // also sees the closed state in its claim
   failed_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
   remaining_.store(n, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  const uint64_t gen = ((state_.load(std::memory_order_relaxed) >> kIndexBits) + 1) & kGenMask;
   state_.store(gen << kIndexBits, std::memory_order_release);  // publishes the fields above
   wake_.fetch_add(1);                               // seq_cst: pairs with the sleepers' count
   if (sleepers_.load() > 0) futex_wake_all(wake_);  // no system call while workers spin
@@ -135,8 +140,8 @@ void ThreadPool::work_on(uint64_t gen) {
     if ((s >> kIndexBits) != gen) return;
     // Read before the claim; valid because a successful claim below proves the job (and
     // so these fields) was still this generation's.
-    const int64_t n = n_.load(std::memory_order_relaxed);
-    const int64_t chunk = chunk_.load(std::memory_order_relaxed);
+    const int64_t n = n_.load(std::memory_order_acquire);
+    const int64_t chunk = chunk_.load(std::memory_order_acquire);
     const int64_t begin = static_cast<int64_t>(s & kIndexMask);
     if (begin >= n) return;
     const int64_t end = std::min(n, begin + chunk);
