@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "k3/hparams.h"
 #include "ops/registry.h"
@@ -18,6 +19,8 @@ namespace k3 {
 struct TrainOptions {
   Impl forward = Impl::cpu;
   int64_t kda_chunk = 64;  // chunk length of KDA's chunked form
+  // Optional: after the forward, each MoE layer's router logits [T, E] (router balancing).
+  std::function<void(int64_t layer, const float* logits, int64_t T, int64_t E)> router_logits;
 };
 
 // loss = mean_t CE(logits[t], targets[t]); adds ∂loss/∂θ into grads (shaped like params).
