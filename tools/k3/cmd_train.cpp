@@ -30,8 +30,12 @@ std::string at_y(std::string svg, int y) {
 
 // Loss and held-out loss on one chart, MaxVio on another, stacked in one SVG file.
 std::string curve_svg(const std::vector<TrainPoint>& hist) {
-  cost::LineChart loss{"Training loss", "step", "loss (nats/token)"};
-  cost::LineChart vio{"Router load imbalance", "step", "MaxVio (max over MoE layers)"};
+  cost::LineChart loss, vio;
+  loss.title = "Training loss";
+  loss.y_label = "loss (nats/token)";
+  vio.title = "Router load imbalance";
+  vio.y_label = "MaxVio (max over MoE layers)";
+  loss.x_label = vio.x_label = "step";
   cost::Series tr = series("train loss", "#1f77b4"), va = series("val loss", "#d62728"),
                mv = series("MaxVio", "#2ca02c");
   for (const TrainPoint& p : hist) {
