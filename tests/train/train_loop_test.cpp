@@ -104,17 +104,22 @@ TEST(TrainLoop, LossFallsOnRepeatedText) {
   EXPECT_NE(svg.find("MaxVio"), std::string::npos);
 }
 
-TEST(TrainLoop, ResumeIsBitExactWithAStraightRun) {
+// `balance`: QB sets the biases from scratch each step; Loss-Free adds to the float64 biases
+// that the checkpoint must carry.
+void check_resume(const std::string& balance) {
   Fixture f;
   const std::string straight = f.dir.file("straight"), split = f.dir.file("split");
-  must(run_k3(f.train_args(straight, 6)), "straight k3 train");
+  std::vector<std::string> straight_args = f.train_args(straight, 6);
+  straight_args.insert(straight_args.end(), {"--balance", balance});
+  must(run_k3(straight_args), "straight k3 train");
   std::vector<std::string> first = f.train_args(split, 6);
-  first.insert(first.end(), {"--stop-after", "3"});
+  first.insert(first.end(), {"--stop-after", "3", "--balance", balance});
   must(run_k3(first), "first half");
   ASSERT_EQ(history(split).size(), 3u);
   std::vector<std::string> second = f.train_args(split, 6);
   second[1] = "--resume";
   second[2] = split;
+  second.insert(second.end(), {"--balance", balance});
   must(run_k3(second), "resumed half");
   for (const char* file : {"model-00001-of-00001.safetensors", "optimizer.safetensors"}) {
     const std::string a = read_file_bytes(straight + "/" + file),
@@ -137,6 +142,9 @@ TEST(TrainLoop, ResumeIsBitExactWithAStraightRun) {
   EXPECT_FALSE(std::filesystem::exists(split + ".old"));
 }
 
+TEST(TrainLoop, ResumeIsBitExactWithAStraightRun) { check_resume("qb"); }
+TEST(TrainLoop, ResumeIsBitExactWithLossFreeBalancing) { check_resume("lossfree"); }
+
 // The engine (Model::load, as k3 run/logits use it) on the saved checkpoint gives the same
 // loss as the trainer's forward: exactly what the trainer logged for its held-out windows
 // (recomputed from the saved fp32 weights), and within fp32 rounding through the engine.
@@ -144,6 +152,8 @@ TEST(TrainLoop, SavedCheckpointLoadsAndMatchesTheTrainersForward) {
   Fixture f;
   const std::string out = f.dir.file("out");
   must(run_k3(f.train_args(out, 10)), "k3 train");
+  const CliResult inspect = run_k3({"inspect", "-m", out});
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
   const Checkpoint ckpt(out);
   const ParamSet params = ParamSet::from_checkpoint(ckpt);
   const Tokenizer tok = Tokenizer::load(out);
