@@ -28,15 +28,15 @@ struct TrainPoint {
 };
 
 struct TrainConfig {
-  std::string model_dir;   // initial checkpoint (official layout, with a tokenizer)
-  std::string resume_dir;  // or: a checkpoint written by train_model, continued bit-exactly
+  std::string model_dir;      // initial checkpoint (official layout, with a tokenizer)
+  std::string resume_dir;     // or: a checkpoint written by train_model, continued bit-exactly
   std::string tokenizer_dir;  // where tiktoken.model is, when not in the checkpoint
   std::vector<std::string> data_files;
   std::string val_file;  // optional held-out text
   std::string out_dir;   // the checkpoint written at the end (and every save_every steps)
   int64_t seq_len = 128, micro_batch = 1, accumulation = 1;
-  int64_t steps = 100;      // the schedule's total
-  int64_t stop_after = 0;   // > 0: stop (and save) after this many steps, to resume later
+  int64_t steps = 100;     // the schedule's total
+  int64_t stop_after = 0;  // > 0: stop (and save) after this many steps, to resume later
   double lr = 3e-3, min_lr_ratio = 0.1, clip = 1.0, weight_decay = 0.1;
   int64_t warmup = 0;
   std::string schedule = "cosine";  // constant | cosine | wsd

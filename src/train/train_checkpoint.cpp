@@ -53,8 +53,8 @@ void write_moments(const fs::path& path, Optimizer& opt) {
   std::vector<const std::vector<float>*> data;
   const auto& ps = opt.params();
   for (size_t i = 0; i < ps.size(); ++i) {
-    for (auto [tag, v] : {std::pair{"m/", &opt.first_moments()[i]},
-                          std::pair{"v/", &opt.second_moments()[i]}}) {
+    for (auto [tag, v] :
+         {std::pair{"m/", &opt.first_moments()[i]}, std::pair{"v/", &opt.second_moments()[i]}}) {
       if (v->empty()) continue;
       plan.push_back({tag + ps[i].name, DType::f32, {static_cast<int64_t>(v->size())}});
       data.push_back(v);
@@ -73,8 +73,12 @@ double number_of(const json& j) {
 json state_json(const TrainState& st) {
   json hist = json::array();
   for (const TrainPoint& p : st.history) {
-    hist.push_back({{"step", p.step}, {"loss", p.loss}, {"lr", p.lr}, {"max_vio", p.max_vio},
-                    {"grad_norm", p.grad_norm}, {"tokens_per_s", p.tokens_per_s},
+    hist.push_back({{"step", p.step},
+                    {"loss", p.loss},
+                    {"lr", p.lr},
+                    {"max_vio", p.max_vio},
+                    {"grad_norm", p.grad_norm},
+                    {"tokens_per_s", p.tokens_per_s},
                     {"val_loss", number_or_null(p.val_loss)},
                     {"val_bpb", number_or_null(p.val_bpb)}});
   }
@@ -84,9 +88,8 @@ json state_json(const TrainState& st) {
 }  // namespace
 
 void save_training_checkpoint(const std::string& dir, const std::string& source_dir,
-                              const std::string& tokenizer_dir,
-                              const ParamSet& params, Optimizer& opt, const TrainState& state,
-                              const SaveHook& hook) {
+                              const std::string& tokenizer_dir, const ParamSet& params,
+                              Optimizer& opt, const TrainState& state, const SaveHook& hook) {
   const fs::path final_dir(dir), tmp(dir + ".tmp"), old(dir + ".old");
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -137,12 +140,12 @@ TrainState load_training_state(const std::string& dir, Optimizer& opt) {
   const SafetensorsFile moments((d / "optimizer.safetensors").string());
   const auto& ps = opt.params();
   for (size_t i = 0; i < ps.size(); ++i) {
-    for (auto [tag, v] : {std::pair{"m/", &opt.first_moments()[i]},
-                          std::pair{"v/", &opt.second_moments()[i]}}) {
+    for (auto [tag, v] :
+         {std::pair{"m/", &opt.first_moments()[i]}, std::pair{"v/", &opt.second_moments()[i]}}) {
       if (v->empty()) continue;
       auto it = moments.tensors().find(tag + ps[i].name);
-      check(it != moments.tensors().end() && it->second.nbytes == v->size() * sizeof(float),
-            dir, "/optimizer.safetensors: no moment ", tag, ps[i].name, " of ", v->size(),
+      check(it != moments.tensors().end() && it->second.nbytes == v->size() * sizeof(float), dir,
+            "/optimizer.safetensors: no moment ", tag, ps[i].name, " of ", v->size(),
             " floats (a checkpoint of another config or optimizer?)");
       std::memcpy(v->data(), it->second.data, it->second.nbytes);
     }

@@ -27,9 +27,8 @@ using SaveHook = std::function<void(const std::string& dir, const std::vector<Tr
 // `source_dir` supplies config.json (its quantization_config dropped: the shard is F32),
 // `tokenizer_dir` the tokenizer files.
 void save_training_checkpoint(const std::string& dir, const std::string& source_dir,
-                              const std::string& tokenizer_dir,
-                              const ParamSet& params, Optimizer& opt, const TrainState& state,
-                              const SaveHook& hook);
+                              const std::string& tokenizer_dir, const ParamSet& params,
+                              Optimizer& opt, const TrainState& state, const SaveHook& hook);
 // Fills opt's moments and step from DIR; throws k3::Error when DIR is not a training checkpoint
 // or its moments do not match the parameters.
 TrainState load_training_state(const std::string& dir, Optimizer& opt);

@@ -33,8 +33,8 @@ void validate(const TrainConfig& c) {
   check(c.seq_len >= 1 && c.micro_batch >= 1 && c.accumulation >= 1 && c.steps >= 1,
         "train: seq_len, micro_batch, accumulation and steps must be at least 1");
   check(c.lr > 0 && std::isfinite(c.lr), "train: the learning rate must be positive");
-  check(c.optimizer == "muon" || c.optimizer == "adamw", "train: unknown optimizer '",
-        c.optimizer, "' (muon or adamw)");
+  check(c.optimizer == "muon" || c.optimizer == "adamw", "train: unknown optimizer '", c.optimizer,
+        "' (muon or adamw)");
   check(c.eval_windows >= 1, "train: eval_windows must be at least 1");
 }
 
@@ -94,8 +94,8 @@ struct Balancers {
     return out;
   }
   void restore(const std::vector<std::vector<double>>& biases) {
-    check(biases.size() == bal.size(), "resume: ", biases.size(), " router biases for ",
-          bal.size(), " MoE layers");
+    check(biases.size() == bal.size(), "resume: ", biases.size(), " router biases for ", bal.size(),
+          " MoE layers");
     for (size_t i = 0; i < bal.size(); ++i) bal[i].set_bias(biases[i]);
   }
 };

@@ -62,17 +62,40 @@ struct Fixture {
     model = dir.file("init");
     data = dir.write("train.txt", repeated(20));
     val = dir.write("val.txt", repeated(3));
-    must(run_k3({"init", "--config", dir.write("config.json", kConfig), "-o", model, "--seed",
-                 "7"}),
-         "k3 init");
+    must(
+        run_k3({"init", "--config", dir.write("config.json", kConfig), "-o", model, "--seed", "7"}),
+        "k3 init");
     must(run_k3({"tokenizer", "train", "-i", data, "-o", model, "--vocab-size", "512", "-q"}),
          "k3 tokenizer train");
   }
   std::vector<std::string> train_args(const std::string& out, int steps) const {
-    return {"train", "-m",    model, "--data", data,   "--val", val, "-o", out,
-            "--seq-len", "32", "--batch", "2", "--steps", std::to_string(steps), "--lr", "0.01",
-            "--schedule", "constant", "-t", "1", "--seed", "3", "--eval-every", "10",
-            "--eval-windows", "2"};
+    return {"train",
+            "-m",
+            model,
+            "--data",
+            data,
+            "--val",
+            val,
+            "-o",
+            out,
+            "--seq-len",
+            "32",
+            "--batch",
+            "2",
+            "--steps",
+            std::to_string(steps),
+            "--lr",
+            "0.01",
+            "--schedule",
+            "constant",
+            "-t",
+            "1",
+            "--seed",
+            "3",
+            "--eval-every",
+            "10",
+            "--eval-windows",
+            "2"};
   }
 };
 
