@@ -52,7 +52,7 @@ std::string curve_svg(const std::vector<TrainPoint>& hist) {
   if (!va.x.empty()) loss.series.push_back(va);
   vio.series.push_back(mv);
   // Each chart is a complete <svg>; nest the two, one above the other, in one document.
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"880\">\n" +
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"880\">\n" +
          at_y(cost::svg_line_chart(loss), 0) + at_y(cost::svg_line_chart(vio), 440) + "</svg>\n";
 }
 
