@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares what a device call carries (the device tool sends the session's main checkout, not
 # a helper's worktree): a copy of this tree, the build dependencies the GPU image lacks
-# (nlohmann_json headers, GoogleTest static libraries, with their CMake package files) and
+# (nlohmann_json headers, GoogleTest and liblzma static libraries, CMake package files) and
 # optionally a build made here, into DEST (an ignored folder of the main checkout, named in
 # the call's `carry`).
 #   scripts/gpu-carry.sh DEST [BUILD_DIR]
@@ -18,14 +18,16 @@ git rev-parse --short HEAD >"$dest/tree/.commit"
 deps=$dest/deps
 rm -rf "$deps"
 mkdir -p "$deps/include" "$deps/lib/x86_64-linux-gnu/cmake" "$deps/share/cmake"
-cp -r /usr/include/nlohmann /usr/include/gtest /usr/include/gmock "$deps/include/"
+cp -r /usr/include/nlohmann /usr/include/gtest /usr/include/gmock /usr/include/lzma.h \
+  /usr/include/lzma "$deps/include/"
 cp /usr/lib/x86_64-linux-gnu/libgtest*.a /usr/lib/x86_64-linux-gnu/libgmock*.a \
+  /usr/lib/x86_64-linux-gnu/liblzma.a \
   "$deps/lib/x86_64-linux-gnu/"
 cp -r /usr/lib/x86_64-linux-gnu/cmake/GTest "$deps/lib/x86_64-linux-gnu/cmake/"
 cp -r /usr/share/cmake/nlohmann_json "$deps/share/cmake/"
 if [ -n "$build" ]; then
   mkdir -p "$dest/tree/$build/bin"
-  for f in test_ops test_model test_engine bin/k3 bin/k3-bench-cuda; do
+  for f in test_ops test_model test_engine bin/k3 bin/k3-bench-cuda; do  # stripped copies
     strip -o "$dest/tree/$build/$f" "$build/$f"
   done
 fi

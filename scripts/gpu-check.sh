@@ -4,6 +4,7 @@
 #   scripts/gpu-check.sh            build into build-gpu/ (Release, -j16), then test and bench
 #   K3_GPU_BUILD=DIR scripts/...    use an existing build (e.g. one made here and carried)
 #   K3_GPU_DEPS=DIR                 a CMake prefix with nlohmann_json and GTest (scripts/gpu-carry.sh)
+#   K3_GPU_FALLBACK=DIR             a carried build to use if the build here fails
 #   K3_GPU_SKIP_E2E=1               leave out the 12 GB slice (k3 init + end-to-end bench)
 # The end-to-end slice is written under /tmp (about 12 GB; never carried).
 set -uo pipefail
@@ -18,7 +19,7 @@ BUDGET_S=${K3_GPU_BUDGET_S:-560}  # the device tool stops a command at 600 s
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
 log() { echo "[$(date +%T) +$(($(date +%s) - START))s] $*" | tee -a "$OUT/summary.txt"; }
 
-log "commit $(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)"
+log "commit $(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
   >>"$OUT/summary.txt" 2>&1
 nproc >>"$OUT/summary.txt"
@@ -26,27 +27,48 @@ nproc >>"$OUT/summary.txt"
 # The slice is CPU work: write it while the build and tests run.
 if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
   (
-    while [ ! -x "$B/bin/k3" ]; do sleep 2; done
+    while [ ! -s "$OUT/.k3" ]; do sleep 2; done  # the main script names the k3 to use
+    K3=$(cat "$OUT/.k3")
+    [ "$K3" = none ] && exit 0
     rm -rf "$SLICE"
-    /usr/bin/time -f "k3 init: %e s" "$B/bin/k3" init --config bench/k3-slice-4layer-32experts.json \
-      -o "$SLICE" --seed 1 --mxfp4 --force
+    t0=$(date +%s)
+    "$K3" init --config bench/k3-slice-4layer-32experts.json -o "$SLICE" --seed 1 --mxfp4 --force
+    rc=$?
+    echo "k3 init: $(($(date +%s) - t0)) s, rc $rc"
   ) >"$OUT/init.log" 2>&1 &
   INIT_PID=$!
 fi
 
-if [ ! -x "$B/test_ops" ]; then
+if [ -x "$B/test_ops" ]; then
+  echo "$B/bin/k3" >"$OUT/.k3"
+else
   log "build $B"
-  { cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DK3_CUDA=ON -DK3_WERROR=OFF \
+  # The k3 command first, so that writing the slice can start while the rest builds.
+  if { cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DK3_CUDA=ON -DK3_WERROR=OFF \
       -DCMAKE_PREFIX_PATH="${K3_GPU_DEPS:-}" &&
-    cmake --build "$B" -j16 --target k3_cli test_ops test_model test_engine k3_bench_cuda; } \
-    >"$OUT/build.log" 2>&1 || { log "build failed (build.log)"; exit 1; }
+    cmake --build "$B" -j16 --target k3_cli && echo "$B/bin/k3" >"$OUT/.k3" &&
+    cmake --build "$B" -j16 --target test_ops test_model test_engine k3_bench_cuda; } \
+    >"$OUT/build.log" 2>&1; then
+    log "build done"
+  elif [ -n "${K3_GPU_FALLBACK:-}" ] && [ -x "$K3_GPU_FALLBACK/test_ops" ]; then
+    log "build failed (build.log): using the carried build $K3_GPU_FALLBACK"
+    B=$K3_GPU_FALLBACK
+    [ -s "$OUT/.k3" ] || echo "$B/bin/k3" >"$OUT/.k3"
+  else
+    log "build failed (build.log)"
+    echo none >"$OUT/.k3"
+    tail -30 "$OUT/build.log"
+    exit 1
+  fi
 fi
 
 run_test() {  # NAME FILTER TIMEOUT
   local name=$1 filter=$2 t=$3
-  timeout "$t" "$B/$name" --gtest_filter="$filter" >>"$OUT/tests.log" 2>&1
+  timeout "$t" "$B/$name" --gtest_filter="$filter" >/tmp/k3-test-run.log 2>&1
   local rc=$?
-  log "$name $filter: rc $rc, $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+' "$OUT/tests.log" | tail -3 | tr '\n' ' ')"
+  cat /tmp/k3-test-run.log >>"$OUT/tests.log"
+  log "$name $filter: rc $rc, $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+' /tmp/k3-test-run.log | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] ' /tmp/k3-test-run.log | head -20 >>"$OUT/summary.txt"
 }
 log "tests"
 run_test test_ops '*_cuda_*' 120
@@ -56,7 +78,7 @@ grep -E "gpu vs cpu|all cases so far|decode vs prefill" "$OUT/tests.log" | tail 
 log "bench ops"
 timeout 200 "$B/bin/k3-bench-cuda" ops >"$OUT/bench.txt" 2>&1
 log "bench ops rc $?"
-COPY=$(awk '/^copy d2d/ {print $(NF-2)}' "$OUT/bench.txt")
+COPY=$(awk '/^copy d2d/ {for (i = 2; i <= NF; ++i) if ($i == "GB/s") print $(i - 1)}' "$OUT/bench.txt")
 
 if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
   wait "$INIT_PID"
@@ -76,4 +98,5 @@ if [ "$(left)" -gt 40 ]; then
   run_test test_ops '-*_cuda_*' $(($(left) - 5))
 fi
 cat "$OUT/bench.txt" >>"$OUT/summary.txt"
+rm -f "$OUT/.k3"
 cat "$OUT/summary.txt"

@@ -6,7 +6,8 @@ set -euo pipefail
 # python3-torch (Debian's CPU build, with numpy): the whole-model gradient test's float64
 # autograd reference (tests/reference/k3_torch.py).
 PACKAGES=(build-essential cmake ninja-build pkg-config g++ libgtest-dev nlohmann-json3-dev
-          liblzma-dev libedit-dev python3-numpy python3-torch libcpp-httplib-dev python3-venv)
+          liblzma-dev libedit-dev python3-numpy python3-torch libcpp-httplib-dev python3-venv
+          chromium chromium-driver)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

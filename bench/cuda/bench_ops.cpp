@@ -4,7 +4,9 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backend/cuda/cuda.h"
@@ -200,6 +202,78 @@ void mla_decode_case(int64_t B, int64_t ctx, double copy_gbs, std::mt19937_64& r
   cudaFree(const_cast<void*>(kvb.data));
 }
 
+// Device-side fill of n pseudo-random bytes (a hash of the index): fast for gigabytes.
+void fill_bytes_device(void* p, size_t n, uint64_t seed) {
+  std::vector<uint8_t> chunk(size_t{64} << 20);
+  for (size_t off = 0; off < n; off += chunk.size()) {
+    const size_t m = std::min(chunk.size(), n - off);
+    uint64_t s = seed + off;
+    for (size_t i = 0; i < m; i += 8) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      const uint64_t v = s ^ (s >> 29);
+      std::memcpy(&chunk[i], &v, std::min<size_t>(8, m - i));
+    }
+    ck(cudaMemcpy(static_cast<uint8_t*>(p) + off, chunk.data(), m, cudaMemcpyHostToDevice), "fill");
+  }
+}
+
+// One LatentMoE layer's routed experts: E MXFP4 experts (I=3072, L=3584), top-k, T tokens.
+void moe_case(int64_t E, int64_t k, const std::vector<int64_t>& Ts, double copy_gbs, double gemm_tf,
+              std::mt19937_64& rng) {
+  const int64_t L = 3584, I = 3072;
+  const size_t mat = static_cast<size_t>(I * L / 2), sc = static_cast<size_t>(I * L / 32);
+  uint8_t *packed = nullptr, *scales = nullptr;
+  ck(cudaMalloc(&packed, 3 * E * mat), "malloc");
+  ck(cudaMalloc(&scales, 3 * E * sc), "malloc");
+  fill_bytes_device(packed, 3 * E * mat, 1);
+  std::vector<uint8_t> hs(3 * E * sc);
+  for (auto& b : hs) b = static_cast<uint8_t>(118 + rng() % 6);
+  ck(cudaMemcpy(scales, hs.data(), hs.size(), cudaMemcpyHostToDevice), "scales");
+  std::vector<ExpertMats> ex(E);
+  for (int64_t e = 0; e < E; ++e) {
+    auto m = [&](int w, int64_t r, int64_t c) {
+      return Mat{r, c, MatFormat::mxfp4, packed + (3 * e + w) * mat, scales + (3 * e + w) * sc};
+    };
+    ex[e] = {m(0, I, L), m(1, I, L), m(2, L, I)};
+  }
+  for (int64_t T : Ts) {
+    std::vector<int32_t> sel(T * k), ids(E);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t e = 0; e < E; ++e) ids[e] = static_cast<int32_t>(e);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      std::sort(ids.begin(), ids.begin() + k);
+      std::copy_n(ids.begin(), k, sel.begin() + t * k);
+    }
+    std::vector<char> used(E, 0);
+    for (int32_t e : sel) used[e] = 1;
+    const int64_t touched = std::count(used.begin(), used.end(), 1);
+    int32_t* dsel = nullptr;
+    ck(cudaMalloc(&dsel, sel.size() * 4), "malloc");
+    ck(cudaMemcpy(dsel, sel.data(), sel.size() * 4, cudaMemcpyHostToDevice), "sel");
+    auto* z = static_cast<float*>(device_random(T * L * 4, rng, true));
+    auto* w = static_cast<float*>(device_random(T * k * 4, rng, true, 0.1f));
+    float* c = nullptr;
+    ck(cudaMalloc(&c, T * L * 4), "malloc");
+    const double ms = median_ms(g_stream, 2, 5, [&] {
+      moe_experts_cuda(z, dsel, w, ex.data(), {T, k, E, {4.0f, 25.0f}}, c);
+    });
+    const double bytes = touched * 3.0 * (mat + sc), flops = 2.0 * T * k * 3 * I * L;
+    const double bytes_ms = bytes / (copy_gbs * 1e9) * 1e3,
+                 flop_ms = flops / (gemm_tf * 1e12) * 1e3;
+    std::printf(
+        "moe E=%lld top-%lld T=%-5lld %10.3f ms  %lld experts touched: bytes floor %.3f ms "
+        "(%.1f%%), FLOP floor %.3f ms (%.1f%%)\n",
+        (long long)E, (long long)k, (long long)T, ms, (long long)touched, bytes_ms,
+        100.0 * bytes_ms / ms, flop_ms, 100.0 * flop_ms / ms);
+    cudaFree(dsel);
+    cudaFree(z);
+    cudaFree(w);
+    cudaFree(c);
+  }
+  cudaFree(packed);
+  cudaFree(scales);
+}
+
 }  // namespace
 
 int bench_ops() {
@@ -208,7 +282,7 @@ int bench_ops() {
   g_stream = static_cast<cudaStream_t>(cuda_stream_handle());  // where the launchers run
   std::printf("== ceilings\n");
   const double copy = copy_bandwidth();
-  gemm_rate(rng);
+  const double gemm = gemm_rate(rng);
   std::printf("== linear (weights rotated over sets larger than L2)\n");
   linear_case("bf16 gemv T=1 7168x7168 (8 sets)", MatFormat::bf16, 7168, 7168, 1, 8, copy, rng);
   linear_case("bf16 gemv T=8 7168x7168 (8 sets)", MatFormat::bf16, 7168, 7168, 8, 8, copy, rng);
@@ -218,6 +292,9 @@ int bench_ops() {
               copy, rng);
   linear_case("mxfp4 gemm T=512 3072x3584 (widen+split)", MatFormat::mxfp4, 3072, 3584, 512, 4,
               copy, rng);
+  std::printf("== moe routed experts (MXFP4, latent 3584, expert 3072)\n");
+  moe_case(32, 16, {1, 16, 64}, copy, gemm, rng);
+  moe_case(896, 16, {1, 64, 4096}, copy, gemm, rng);
   std::printf("== kda\n");
   kda_decode_case(1, rng);
   kda_decode_case(64, rng);

@@ -16,6 +16,8 @@
 //   inspect.h            describe_checkpoint: config and tensors of a checkpoint (k3 inspect)
 //   weight_table.h       every tensor a config implies: name, shape, role, parameters
 //   router_balance.h     router-bias balancing: Quantile Balancing, Loss-Free, MaxVio
+// Not included here: server.h (k3::Server, the OpenAI-compatible HTTP server; its own library,
+// k3server, which links cpp-httplib).
 #pragma once
 
 #include "k3/chat.h"

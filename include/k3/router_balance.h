@@ -90,7 +90,9 @@ class RouterBalancer {
  public:
   RouterBalancer(int64_t experts, BalancerConfig config);
 
-  // The bias to route with during the current step ([N], zero at the start).
+  // The bias to route with during the current step ([N], zero at the start). The model keeps
+  // e_score_correction_bias in fp32: route it with float(bias()[e]); the balancer's own routing
+  // is in double, so an exact near-tie may go the other way there (a load off by one token).
   const std::vector<double>& bias() const { return bias_; }
   void set_bias(std::vector<double> bias);  // e.g. on resume; must be called between steps
 

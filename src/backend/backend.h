@@ -31,7 +31,7 @@ class Backend {
   virtual bool supports_op(std::string_view op) const = 0;
 };
 
-// The process-wide CPU backend (host memory, OpenMP threads).
+// The process-wide CPU backend (host memory, the worker thread pool).
 Backend& cpu_backend();
 
 }  // namespace k3

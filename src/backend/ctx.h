@@ -1,5 +1,6 @@
 // What every op call carries: the backend it runs on, that backend's stream (null on the
-// CPU), and the step's workspace arena. Threads are the OpenMP pool (k3::set_num_threads).
+// CPU), and the step's workspace arena. Threads are the worker pool (core/thread_pool.h,
+// k3::set_num_threads).
 #pragma once
 
 #include "backend/backend.h"

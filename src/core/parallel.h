@@ -1,25 +1,34 @@
-// parallel_for: the one way ops spread a loop over the OpenMP threads. It runs the loop on the
-// calling thread when the work is too small to pay for a fork/join, when only one thread is
-// configured, or when already inside a parallel region (a nested region would add the fork/join
-// cost and no parallelism). Decode steps call hundreds of tiny ops, so skipping the runtime
-// call entirely matters (an `omp parallel if(false)` still enters libgomp).
+// parallel_for: the one way ops spread a loop over the worker threads (core/thread_pool.h).
+// It runs the loop on the calling thread when the work is too small to pay for waking the
+// workers, when only one thread is configured, or when already inside a parallel loop (a
+// nested split would add the hand-off cost and no parallelism).
 #pragma once
-
-#include <omp.h>
 
 #include <cstdint>
 
+#include "core/thread_pool.h"
+
 namespace k3 {
 
-// fn(i) for i in [0, n), statically split over the team when `worth_it`.
+// fn(i) for i in [0, n), split in chunks over the pool when `worth_it`. Every index runs
+// exactly once; an exception from fn is rethrown on the caller.
 template <typename F>
 void parallel_for(int64_t n, bool worth_it, F&& fn) {
-  if (!worth_it || n < 2 || omp_in_parallel() || omp_get_max_threads() == 1) {
+  if (!worth_it || n < 2 || ThreadPool::on_worker()) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) fn(i);
+  ThreadPool& pool = thread_pool();
+  if (pool.size() == 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  auto range = [&fn](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(i);
+  };
+  using Range = decltype(range);
+  pool.run(
+      n, [](void* c, int64_t b, int64_t e) { (*static_cast<Range*>(c))(b, e); }, &range);
 }
 
 }  // namespace k3

@@ -16,6 +16,7 @@
 #include "config/hparams_json.h"
 #include "core/bf16.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "loader/safetensors_writer.h"
 #include "loader/tensor_table.h"
 #include "ops/mxfp4/mxfp4.h"
@@ -137,18 +138,18 @@ class Generator {
       check(!opt_.cancelled || !opt_.cancelled(), "interrupted");
       const int64_t nr = std::min(block, rows - r0);
       std::vector<uint8_t> bytes(static_cast<size_t>(nr) * row_bytes(t, cols));
-#pragma omp parallel for schedule(static)
-      for (int64_t r = r0; r < r0 + nr; ++r) {
+      parallel_for(nr, true, [&](int64_t i) {
+        const int64_t r = r0 + i;
         Rng rng(mix64(seed + static_cast<uint64_t>(r)));
-        uint8_t* dst = bytes.data() + (r - r0) * row_bytes(t, cols);
+        uint8_t* dst = bytes.data() + i * row_bytes(t, cols);
         if (packed) {
           random_mxfp4_row(rng, rule.b, cols, dst, &scales[r * cols / kMxfp4Group]);
-          continue;
+          return;
         }
         std::vector<float> v(static_cast<size_t>(cols));
         fill_row(rule, rng, r, cols, hp_.kda.n_head, v.data());
         encode_row(t, v, dst);
-      }
+      });
       w.append(bytes.data(), bytes.size());
       done_ += bytes.size();
       if (opt_.progress) opt_.progress(done_, total_);

@@ -12,6 +12,7 @@
 #include "loader/checkpoint.h"
 #include "ops/linear/linear.h"
 #include "ops/mla/mla.h"
+#include "ops/moe/moe_experts.h"
 
 namespace k3 {
 
@@ -44,9 +45,8 @@ struct MlaWeights {
   std::shared_ptr<const std::vector<uint8_t>> uk_t_storage;
 };
 
-struct FfnWeights {  // SiTU-GLU FFN: down(φ(gate·x, up·x))
-  Mat gate, up, down;
-};
+// SiTU-GLU FFN: down(φ(gate·x, up·x)); the routed experts' op takes an array of them.
+using FfnWeights = ExpertMats;
 
 struct MoeWeights {
   Mat router;         // [E, d]

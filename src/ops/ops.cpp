@@ -270,6 +270,20 @@ void route(Ctx& ctx, const Tensor& logits, Weights bias, RouterParams p, const T
   kRouterOp.on(ctx)(logits.f32(), bias.data(), p, T, sel.ptr<int32_t>(), weight.f32());
 }
 
+void moe_experts(Ctx& ctx, const Tensor& z, const Tensor& sel, const Tensor& weight,
+                 std::span<const ExpertMats> experts, SituParams situ, const Tensor& c) {
+  for (const Tensor* t : {&z, &weight, &c}) contiguous_f32(*t, "moe_experts", "z/weight/c");
+  check(sel.dtype == DType::i32 && sel.is_contiguous(), "moe_experts: sel must be contiguous i32");
+  check(!experts.empty(), "moe_experts: no experts");
+  const int64_t T = z.dim(0), L = experts[0].gate.cols, k = sel.numel() / std::max<int64_t>(T, 1);
+  check(z.numel() == T * L && c.numel() == T * L && sel.numel() == T * k &&
+            weight.numel() == T * k && experts[0].down.rows == L,
+        "moe_experts: z [", T, ", ", z.dim(-1), "], sel ", sel.numel(), ", c ", c.numel(),
+        " for experts of width ", L);
+  kMoeExpertsOp.on(ctx)(z.f32(), sel.ptr<int32_t>(), weight.f32(), experts.data(),
+                        {T, k, static_cast<int64_t>(experts.size()), situ}, c.f32());
+}
+
 void gather_choice_rows(Ctx& ctx, const Tensor& src, std::span<const int64_t> choice, int64_t k,
                         const Tensor& dst) {
   contiguous_f32(src, "gather_choice_rows", "src");

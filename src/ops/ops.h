@@ -11,6 +11,7 @@
 #include "core/paged_rows.h"
 #include "ops/linear/linear.h"
 #include "ops/mla/mla.h"
+#include "ops/moe/moe_experts.h"
 #include "ops/moe/router.h"
 #include "ops/situ/situ.h"
 
@@ -86,6 +87,10 @@ void attn_res_mix(Ctx& ctx, std::span<const float* const> cands, const Tensor& o
 // logits [T, E] -> sel (i32) [T, k], weight [T, k].
 void route(Ctx& ctx, const Tensor& logits, Weights bias, RouterParams p, const Tensor& sel,
            const Tensor& weight);
+// c [T, L] = the routed experts' combine over the choices sel (i32) [T, k] with weight [T, k],
+// from the latent input z [T, L]; experts [E] (ops/moe/moe_experts.h).
+void moe_experts(Ctx& ctx, const Tensor& z, const Tensor& sel, const Tensor& weight,
+                 std::span<const ExpertMats> experts, SituParams situ, const Tensor& c);
 // dst [n, width] = src[choice[i] / k]  (an expert's input rows)
 void gather_choice_rows(Ctx& ctx, const Tensor& src, std::span<const int64_t> choice, int64_t k,
                         const Tensor& dst);

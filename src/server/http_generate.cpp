@@ -106,24 +106,22 @@ json chunk_of(Answer& a, json body, json logprobs, json finish) {
   return c;
 }
 
-// Sends what arrived; returns false when the client is gone.
-bool stream_events(Answer& a, const std::vector<TokenEvent>& events, httplib::DataSink& sink) {
-  if (events.empty()) return true;
+// Sends one chunk per token as OpenAI does (text held back by the parser or the stop strings
+// goes out with a later token); returns false when the client is gone.
+bool stream_event(Answer& a, const TokenEvent& e, httplib::DataSink& sink) {
   if (a.chat) {
     json lp = json::array();
-    json delta = a.parser.push(events, lp);
+    json delta = a.parser.push({e}, lp);
     if (delta.is_null() && lp.empty()) return true;
     if (delta.is_null()) delta = json::object();
     return write_event(sink,
                        chunk_of(a, {{"delta", delta}},
                                 a.req.logprobs ? json{{"content", lp}} : json(nullptr), nullptr));
   }
-  std::string text;
-  for (const TokenEvent& e : events) text += e.text;
   json lp = json::object();
-  if (a.req.logprobs) a.completion_logprobs(events, lp);
+  if (a.req.logprobs) a.completion_logprobs({e}, lp);
   return write_event(sink,
-                     chunk_of(a, {{"text", text}}, a.req.logprobs ? lp : json(nullptr), nullptr));
+                     chunk_of(a, {{"text", e.text}}, a.req.logprobs ? lp : json(nullptr), nullptr));
 }
 
 bool stream_finish(Answer& a, const Finish& f, httplib::DataSink& sink) {
@@ -165,7 +163,8 @@ void answer_stream(std::shared_ptr<Answer> a, httplib::Response& res) {
         }
         std::vector<TokenEvent> events;
         const std::optional<Finish> fin = a->channel->wait(events, kPoll);
-        if (!stream_events(*a, events, sink)) return false;
+        for (const TokenEvent& e : events)
+          if (!stream_event(*a, e, sink)) return false;
         if (!fin) return sink.is_writable();
         a->finished = true;
         if (!stream_finish(*a, *fin, sink)) return false;

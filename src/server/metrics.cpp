@@ -49,7 +49,7 @@ void add(std::string& out, const char* name, const char* type, const char* help,
 
 }  // namespace
 
-Metrics::Metrics() : ttft(latency_buckets()), itl(latency_buckets()) {}
+Metrics::Metrics() : ttft(latency_buckets()), itl(latency_buckets()), step(latency_buckets()) {}
 
 void Metrics::count_response(int status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -75,6 +75,7 @@ std::string Metrics::render() const {
   add(out, "k3_requests_cancelled_total", "counter", "requests cancelled by the client",
       requests_cancelled);
   add(out, "k3_steps_total", "counter", "engine steps run", steps);
+  add(out, "k3_step_tokens_total", "counter", "tokens run through engine steps", step_tokens);
   const EngineGauges& g = gauges;
   add(out, "k3_queue_depth", "gauge", "requests waiting for a sequence", g.queue_depth);
   add(out, "k3_running_sequences", "gauge", "requests holding a sequence", g.running);
@@ -89,6 +90,7 @@ std::string Metrics::render() const {
   add(out, "k3_prefix_cache_bytes", "gauge", "prefix cache size (upper bound)", g.cache_bytes);
   ttft.render(out, "k3_time_to_first_token_seconds", "time from request to its first token");
   itl.render(out, "k3_inter_token_latency_seconds", "time between two tokens of a request");
+  step.render(out, "k3_step_seconds", "time of one engine step");
   return out;
 }
 

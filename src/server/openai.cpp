@@ -84,7 +84,8 @@ ApiRequest common_fields(const json& b, const Tokenizer& tok) {
   ApiRequest r;
   if (present(b, "model") && !b["model"].is_string()) bad("model", "'model' must be a string");
   r.model = present(b, "model") ? b["model"].get<std::string>() : "";
-  if (integer(b, "n", 1, 1, 1) != 1) bad("n", "'n' must be 1");
+  if (const int64_t n = integer(b, "n", 1, INT64_MAX, 1); n != 1)
+    bad("n", cat("'n' must be 1 (one choice per request), got ", n));
   SamplingParams& s = r.gen.sampling;
   s.temperature = static_cast<float>(number(b, "temperature", 0, 2, 1.0));
   s.top_p = static_cast<float>(number(b, "top_p", 0, 1, 1.0));

@@ -97,7 +97,12 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, SchedulerOp
   total_blocks_ = engine_.free_blocks();
   metrics_.gauges.max_entries = engine_entries(opt_);
   publish_gauges();
-  thread_ = std::thread([this] { loop(); });
+  // OpenMP's thread count is per thread: give the scheduler the one set where it was made.
+  const int threads = num_threads();
+  thread_ = std::thread([this, threads] {
+    set_num_threads(threads);
+    loop();
+  });
 }
 
 Scheduler::~Scheduler() {
@@ -264,6 +269,7 @@ bool Scheduler::build_batch() {
 void Scheduler::run_step() {
   logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(engine_.model().vocab_size()));
   metrics_.gauges.last_batch_tokens = static_cast<int64_t>(batch_.tokens.size());
+  const auto t0 = Clock::now();
   try {
     engine_.step(batch_, logits_.data());
   } catch (const Error& e) {
@@ -272,6 +278,8 @@ void Scheduler::run_step() {
     return;
   }
   ++metrics_.steps;
+  metrics_.step_tokens += static_cast<int64_t>(batch_.tokens.size());
+  metrics_.step.observe(std::chrono::duration<double>(Clock::now() - t0).count());
   size_t row = 0;
   const size_t V = static_cast<size_t>(engine_.model().vocab_size());
   for (size_t i = 0; i < batch_members_.size(); ++i) {

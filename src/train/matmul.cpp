@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/parallel.h"
+
 namespace k3::train {
 namespace {
 
@@ -50,11 +52,10 @@ void matmul(const float* a, const float* b, float* c, int64_t m, int64_t k, int6
     const int64_t cols = std::min(kCols, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
       const int64_t p1 = std::min(k, p0 + kDepth);
-#pragma omp parallel for schedule(static) if (worth_threads(m, k, n))
-      for (int64_t g = 0; g < row_groups; ++g) {
+      parallel_for(row_groups, worth_threads(m, k, n), [&](int64_t g) {
         const int64_t r0 = g * kRows;
         tile(a, b, c, k, n, r0, std::min(kRows, m - r0), j0, cols, p0, p1);
-      }
+      });
     }
   }
 }

@@ -190,10 +190,8 @@ double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* 
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     layer_fwd(hp, model.sub("layers." + std::to_string(l) + "."), l, T, st, sealed, P, tapes[l]);
   }
-  if (opt.router_logits) {
-    for (int64_t l = 0; l < hp.n_layer; ++l) {
-      if (tapes[l].moe) opt.router_logits(l, tapes[l].moe->logits.data(), T, hp.moe.n_expert);
-    }
+  for (int64_t l = 0; opt.router_logits && l < hp.n_layer; ++l) {
+    if (tapes[l].moe) opt.router_logits(l, tapes[l].moe->logits.data(), T);
   }
   const Mix out_mix{with_p(sealed, P), "output_attn_res_norm.weight",
                     "output_attn_res_proj.weight"};

@@ -19,8 +19,9 @@ namespace k3 {
 struct TrainOptions {
   Impl forward = Impl::cpu;
   int64_t kda_chunk = 64;  // chunk length of KDA's chunked form
-  // Optional: after the forward, each MoE layer's router logits [T, E] (router balancing).
-  std::function<void(int64_t layer, const float* logits, int64_t T, int64_t E)> router_logits;
+  // Called after the forward with each MoE layer's router logits [T, n_expert] (before the
+  // sigmoid), for router balancing (train/model_balance.h); may be empty.
+  std::function<void(int64_t layer, const float* logits, int64_t T)> router_logits = nullptr;
 };
 
 // loss = mean_t CE(logits[t], targets[t]); adds ∂loss/∂θ into grads (shaped like params).

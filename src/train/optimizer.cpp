@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "core/parallel.h"
 #include "k3/error.h"
 #include "train/newton_schulz.h"
 
@@ -84,13 +85,12 @@ void Optimizer::adamw(size_t i, float lr) {
   const float decay = p.group.decay ? 1.0f - lr * cfg_.weight_decay : 1.0f;
   float *m = m_[i].data(), *v = v_[i].data();
   const int64_t n = p.numel();
-#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
-  for (int64_t j = 0; j < n; ++j) {
+  parallel_for(n, n >= (int64_t{1} << 16), [&](int64_t j) {
     const float g = p.grad[j];
     m[j] = b1 * m[j] + (1 - b1) * g;
     v[j] = b2 * v[j] + (1 - b2) * g * g;
     p.value[j] = p.value[j] * decay - lr * (m[j] * c1) / (std::sqrt(v[j] * c2) + cfg_.adam_eps);
-  }
+  });
 }
 
 void Optimizer::muon(size_t i, float lr) {
@@ -117,6 +117,14 @@ void Optimizer::muon(size_t i, float lr) {
   }
   const float decay = p.group.decay ? 1.0f - lr * cfg_.weight_decay : 1.0f;
   for (int64_t j = 0; j < n; ++j) p.value[j] = p.value[j] * decay - scale * update[j];
+}
+
+void assign_groups(std::vector<Param>& params, const HParams& hp, bool per_head_muon) {
+  for (Param& p : params) {
+    p.group = param_group(p.name, hp, per_head_muon);
+    check(p.group.update != Update::muon || p.shape.size() == 2, "optimizer: ", p.name,
+          " is a Muon matrix in the weight table but has ", p.shape.size(), " dimensions here");
+  }
 }
 
 double grad_global_norm(std::span<const Param> params) {

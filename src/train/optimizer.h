@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "k3/hparams.h"
 #include "train/param_groups.h"
 
 namespace k3::train {
@@ -63,6 +64,11 @@ class Optimizer {
   std::vector<std::vector<float>> m_, v_;
   int64_t step_ = 0;
 };
+
+// Sets each tensor's group from the config by its checkpoint name (param_group), e.g. for the
+// fp32 master copies of a checkpoint; throws k3::Error naming a tensor the config lacks or a
+// Muon tensor that is not a matrix.
+void assign_groups(std::vector<Param>& params, const HParams& hp, bool per_head_muon);
 
 // sqrt of the sum of every gradient element squared (in double), over all non-frozen params.
 double grad_global_norm(std::span<const Param> params);

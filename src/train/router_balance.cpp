@@ -5,6 +5,7 @@
 #include <numeric>
 #include <span>
 
+#include "core/parallel.h"
 #include "k3/error.h"
 
 namespace k3::balance {
@@ -81,13 +82,12 @@ int64_t bin_of(double r, double lo, double scale, int64_t bins) {
 std::vector<double> residuals_by_expert(const Scores& sc, const std::vector<double>& alpha) {
   const int64_t n = sc.experts, tt = sc.tokens, block = 64;
   std::vector<double> r(at(n * tt));
-#pragma omp parallel for schedule(static) if (parallel(sc))
-  for (int64_t t0 = 0; t0 < tt; t0 += block) {
-    const int64_t t1 = std::min(tt, t0 + block);
+  parallel_for((tt + block - 1) / block, parallel(sc), [&](int64_t blk) {
+    const int64_t t0 = blk * block, t1 = std::min(tt, t0 + block);
     for (int64_t e = 0; e < n; ++e) {
       for (int64_t t = t0; t < t1; ++t) r[at(e * tt + t)] = alpha[at(t)] - sc.at(t, e);
     }
-  }
+  });
   return r;
 }
 
@@ -99,18 +99,19 @@ Routing route(const Scores& sc, int64_t k, const std::vector<double>& bias, QbCo
   r.loads.assign(at(sc.experts), 0);
   r.alpha.resize(at(sc.tokens));
   std::vector<int64_t> chosen(at(sc.tokens * k));  // [T, k]
-#pragma omp parallel if (parallel(sc))
-  {
+  // Blocks of tokens, each with its own scratch: the pool has no per-thread setup hook.
+  constexpr int64_t kBlock = 256;
+  parallel_for((sc.tokens + kBlock - 1) / kBlock, parallel(sc), [&](int64_t blk) {
     std::vector<double> v(at(sc.experts));
     std::vector<Ranked> best;
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < sc.tokens; ++t) {
+    const int64_t t1 = std::min(sc.tokens, (blk + 1) * kBlock);
+    for (int64_t t = blk * kBlock; t < t1; ++t) {
       for (int64_t e = 0; e < sc.experts; ++e) v[at(e)] = sc.at(t, e) + bias[at(e)];
       top_k_plus_one(v, k, best);
       for (int64_t j = 0; j < k; ++j) chosen[at(t * k + j)] = best[at(j)].e;
       r.alpha[at(t)] = best[at(conv == QbConvention::paddle ? k : k - 1)].v;
     }
-  }
+  });
   for (int64_t e : chosen) ++r.loads[at(e)];
   return r;
 }
@@ -126,12 +127,11 @@ std::vector<double> qb_bias_exact(const Scores& sc, int64_t k, const std::vector
   const int64_t pos = conv == QbConvention::paddle ? q : q - 1;
   check(pos < sc.tokens, "QB: quantile rank ", pos, " needs more than ", sc.tokens, " tokens");
   std::vector<double> b(at(sc.experts)), r = residuals_by_expert(sc, alpha);
-#pragma omp parallel for schedule(static) if (parallel(sc))
-  for (int64_t e = 0; e < sc.experts; ++e) {
+  parallel_for(sc.experts, parallel(sc), [&](int64_t e) {
     auto first = r.begin() + e * sc.tokens;
     std::nth_element(first, first + pos, first + sc.tokens);
     b[at(e)] = first[pos];
-  }
+  });
   return zero_mean(std::move(b));
 }
 
@@ -142,14 +142,13 @@ std::vector<double> qb_bias_histogram(const Scores& sc, int64_t k, const std::ve
   const int64_t q = quantile_rank(sc, k);
   const double scale = static_cast<double>(bins) / (hi - lo);
   std::vector<double> b(at(sc.experts)), r = residuals_by_expert(sc, alpha);
-#pragma omp parallel for schedule(static) if (parallel(sc))
-  for (int64_t e = 0; e < sc.experts; ++e) {
+  parallel_for(sc.experts, parallel(sc), [&](int64_t e) {
     std::vector<int64_t> h(at(bins), 0);
     for (int64_t t = 0; t < sc.tokens; ++t) {
       ++h[at(bin_of(r[at(e * sc.tokens + t)], lo, scale, bins))];
     }
     b[at(e)] = histogram_quantile(h, q, conv == QbConvention::paddle, lo, hi);
-  }
+  });
   return zero_mean(std::move(b));
 }
 
@@ -271,12 +270,11 @@ void RouterBalancer::observe(const Scores& sc) {
   if (cfg_.method == Method::qb_histogram) {
     const std::vector<double> res = residuals_by_expert(sc, r.alpha);  // [N, T]
     const double scale = static_cast<double>(cfg_.bins) / (hi_ - lo_);
-#pragma omp parallel for schedule(static) if (parallel(sc))
-    for (int64_t e = 0; e < experts_; ++e) {
+    parallel_for(experts_, parallel(sc), [&](int64_t e) {
       int64_t* h = counts_.data() + e * cfg_.bins;
       for (int64_t t = 0; t < sc.tokens; ++t)
         ++h[bin_of(res[at(e * sc.tokens + t)], lo_, scale, cfg_.bins)];
-    }
+    });
   } else if (cfg_.method == Method::qb_exact) {
     const std::vector<double> res = residuals_by_expert(sc, r.alpha);
     for (int64_t e = 0; e < experts_; ++e) {

@@ -12,6 +12,7 @@
 #include "loader/checkpoint.h"
 #include "loader/tensor_table.h"
 #include "train/lr_schedule.h"
+#include "train/model_balance.h"
 #include "train/optimizer.h"
 #include "train/train_checkpoint.h"
 #include "train/train_data.h"
@@ -20,7 +21,6 @@ namespace k3 {
 namespace {
 
 using namespace train;  // NOLINT: the training building blocks
-using balance::RouterBalancer;
 
 balance::Method balance_method(const std::string& name) {
   return balance::parse_method(name == "lossfree" ? "loss-free" : name);
@@ -49,56 +49,14 @@ std::vector<train::Param> optimizer_params(const HParams& hp, ParamSet& params, 
   return ps;
 }
 
-std::string bias_name(int64_t layer) {
-  return kModelPrefix + "layers." + std::to_string(layer) + ".block_sparse_moe.gate." +
-         "e_score_correction_bias";
+// The MoE layers, in order.
+std::vector<int64_t> moe_layers(const HParams& hp) {
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < hp.n_layer; ++l) {
+    if (hp.is_moe_layer(l)) out.push_back(l);
+  }
+  return out;
 }
-
-// One balancer per MoE layer, fed the router's sigmoid scores during the step's forwards.
-struct Balancers {
-  std::vector<int64_t> layers;
-  std::vector<RouterBalancer> bal;
-  std::vector<float> scores;
-
-  Balancers(const HParams& hp, const std::string& method, const ParamSet& params) {
-    const balance::BalancerConfig cfg{balance_method(method), hp.moe.n_used};
-    for (int64_t l = 0; l < hp.n_layer; ++l) {
-      if (!hp.is_moe_layer(l)) continue;
-      layers.push_back(l);
-      bal.emplace_back(hp.moe.n_expert, cfg);
-      const float* b = params[bias_name(l)];
-      bal.back().set_bias(std::vector<double>(b, b + hp.moe.n_expert));
-    }
-  }
-  void observe(int64_t layer, const float* logits, int64_t T, int64_t E) {
-    scores.resize(static_cast<size_t>(T * E));
-    for (int64_t i = 0; i < T * E; ++i) scores[i] = 1.0f / (1.0f + std::exp(-logits[i]));
-    for (size_t i = 0; i < layers.size(); ++i) {
-      if (layers[i] == layer) bal[i].observe(scores, T);
-    }
-  }
-  // Ends the step: new biases into the parameters; the largest MaxVio over the layers.
-  double finish(ParamSet& params) {
-    double worst = 0;
-    for (size_t i = 0; i < layers.size(); ++i) {
-      worst = std::max(worst, bal[i].finish_step().max_vio);
-      float* b = params[bias_name(layers[i])];
-      const auto& nb = bal[i].bias();
-      for (size_t e = 0; e < nb.size(); ++e) b[e] = static_cast<float>(nb[e]);
-    }
-    return worst;
-  }
-  std::vector<std::vector<double>> biases() const {
-    std::vector<std::vector<double>> out;
-    for (const auto& b : bal) out.push_back(b.bias());
-    return out;
-  }
-  void restore(const std::vector<std::vector<double>>& biases) {
-    check(biases.size() == bal.size(), "resume: ", biases.size(), " router biases for ", bal.size(),
-          " MoE layers");
-    for (size_t i = 0; i < bal.size(); ++i) bal[i].set_bias(biases[i]);
-  }
-};
 
 std::string progress_line(const TrainPoint& p, int64_t total) {
   char buf[256];
@@ -127,7 +85,7 @@ class Trainer {
         grads_(params_.zeros_like()),
         opt_(optimizer_params(hp_, params_, grads_, c.optimizer == "adamw"),
              OptimizerConfig{.weight_decay = static_cast<float>(c.weight_decay)}),
-        bal_(hp_, c.balance, params_),
+        bal_(hp_, params_, balance::BalancerConfig{balance_method(c.balance), 0}),
         rng_(c.seed) {
     ckpt_.reset();  // the fp32 copy is all we need; frees the mapping
     const Tokenizer tok = Tokenizer::load(tok_dir_);
@@ -173,9 +131,7 @@ class Trainer {
   TrainPoint step() {
     zero_grads(opt_.params());
     TrainOptions topt;
-    topt.router_logits = [this](int64_t l, const float* lg, int64_t T, int64_t E) {
-      bal_.observe(l, lg, T, E);
-    };
+    topt.router_logits = bal_.hook();
     const int64_t seqs = cfg_.micro_batch * cfg_.accumulation;
     double loss = 0;
     for (int64_t i = 0; i < seqs; ++i) {
@@ -188,7 +144,7 @@ class Trainer {
     p.grad_norm = clip_grad_norm(opt_.params(), cfg_.clip);
     p.lr = sched_.at(state_.step);
     opt_.step(static_cast<float>(p.lr));
-    p.max_vio = bal_.finish(params_);
+    p.max_vio = bal_.finish_step(params_).worst;
     p.loss = loss / double(seqs);
     p.step = ++state_.step;
     return p;
@@ -199,14 +155,19 @@ class Trainer {
     std::istringstream in(state_.rng);
     in >> rng_;
     check(!in.fail(), cfg_.resume_dir, "/train_state.json: unreadable RNG state");
-    bal_.restore(state_.biases);
+    const std::vector<int64_t> moe = moe_layers(hp_);
+    check(state_.biases.size() == moe.size(), cfg_.resume_dir,
+          "/train_state.json: ", state_.biases.size(), " router biases for ", moe.size(),
+          " MoE layers");
+    for (size_t i = 0; i < moe.size(); ++i) bal_.layer(moe[i]).set_bias(state_.biases[i]);
   }
 
   void save() {
     std::ostringstream rng;
     rng << rng_;
     state_.rng = rng.str();
-    state_.biases = bal_.biases();
+    state_.biases.clear();
+    for (int64_t l : moe_layers(hp_)) state_.biases.push_back(bal_.layer(l).bias());
     save_training_checkpoint(cfg_.out_dir, src_, tok_dir_, params_, opt_, state_, cfg_.on_save);
   }
 
@@ -216,7 +177,7 @@ class Trainer {
   HParams hp_;
   ParamSet params_, grads_;
   Optimizer opt_;
-  Balancers bal_;
+  ModelBalancer bal_;
   std::mt19937_64 rng_;
   TokenStream data_, val_;
   LrSchedule sched_;

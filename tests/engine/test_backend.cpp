@@ -1,9 +1,8 @@
 // The backend layer: Tensor views (strides, rows, view, dtype checks), the Arena (alignment,
 // mark/rewind, steady-state reuse), the CPU backend (memory and copies, supports_op), the op
 // registry and OpTable dispatch (with a fake device backend), the tensor bindings' contract
-// checks and strided-row rms_norm, and parallel_for coverage (also nested in a parallel region).
+// checks and strided-row rms_norm. (parallel_for: test_thread_pool.cpp.)
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <atomic>
 #include <cstdint>
@@ -353,49 +352,6 @@ TEST(Bindings, RmsNormOnStridedRows) {
       }
     EXPECT_THROW(op::rms_norm(ctx, win, std::span<const float>(w.data(), 7), 1e-6f, win), Error);
   }
-}
-
-// ---- parallel_for ---------------------------------------------------------------------------
-
-TEST(ParallelFor, CoversEveryIndexOnce) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(4);
-  for (int64_t n : {0, 1, 2, 1000}) {
-    for (bool worth_it : {false, true}) {
-      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-      std::atomic<int> out_of_range{0}, forked{0};
-      parallel_for(n, worth_it, [&](int64_t i) {
-        forked += omp_in_parallel();
-        ++(i >= 0 && i < n ? hits[i] : out_of_range);
-      });
-      EXPECT_EQ(out_of_range.load(), 0);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << worth_it;
-      if (!worth_it || n < 2) {
-        EXPECT_EQ(forked.load(), 0) << n;  // ran on the caller
-      }
-    }
-  }
-  omp_set_num_threads(saved);
-}
-
-TEST(ParallelFor, InsideParallelRegionRunsOnCaller) {
-  std::atomic<int> bad{0};
-#pragma omp parallel num_threads(4)
-  {
-    const int me = omp_get_thread_num();
-    for (int64_t n : {0, 1, 2, 1000}) {
-      for (bool worth_it : {false, true}) {
-        std::vector<int> hits(static_cast<size_t>(n), 0);  // this thread's own
-        int wrong = 0;
-        parallel_for(n, worth_it, [&](int64_t i) {
-          ++(i >= 0 && i < n && omp_get_thread_num() == me ? hits[i] : wrong);
-        });
-        for (int h : hits) wrong += h != 1;
-        bad += wrong;
-      }
-    }
-  }
-  EXPECT_EQ(bad.load(), 0);
 }
 
 }  // namespace

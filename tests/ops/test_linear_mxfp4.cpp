@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/bf16.h"
+#include "core/cpu_isa.h"
 #include "ops/harness.h"
 #include "ops/linear/linear.h"
 #include "ops/mxfp4/mxfp4.h"
@@ -67,8 +68,10 @@ OpCase linear_case(int64_t T, int64_t rows, int64_t cols, MatFormat f) {
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
   for (MatFormat f : {MatFormat::bf16, MatFormat::f32, MatFormat::mxfp4}) {
-    for (int64_t T : {1, 3, 4, 17}) {
-      for (auto [r, c] : {std::pair{1, 32}, {7, 64}, {64, 96}, {33, 160}, {9, 1024}}) {
+    // T = 1, 2: the decode paths (weights read straight from storage); T >= 3: decoded row
+    // blocks and register tiles (T = 7: one 4-token tile and a tail of 3).
+    for (int64_t T : {1, 2, 3, 4, 7, 17}) {
+      for (auto [r, c] : {std::pair{1, 32}, {7, 64}, {64, 96}, {33, 160}, {17, 256}, {9, 1024}}) {
         v.push_back(linear_case(T, r, c, f));
       }
     }
@@ -102,15 +105,49 @@ static RegisterPerf perf({linear_perf(1, 12288, 7168, MatFormat::bf16, "bf16 kda
                           linear_perf(1, 3072, 3584, MatFormat::mxfp4, "mxfp4 expert_w1"),
                           linear_perf(32, 3072, 3584, MatFormat::mxfp4, "mxfp4 expert_w1")});
 
-TEST(Mxfp4, DecodeRowMatchesElementReference) {
-  std::mt19937_64 rng(11);
-  Weight w = random_weight(rng, 16, 256, MatFormat::mxfp4);
-  std::vector<float> row(256);
-  for (int64_t r = 0; r < 16; ++r) {
-    mat_row(w.mat, r, row.data());
-    for (int64_t i = 0; i < 256; ++i)
-      ASSERT_EQ(row[i], mxfp4_value_ref(&w.bytes[r * 128], &w.scales[r * 8], i)) << r << " " << i;
+// Batch invariance on every CPU path: a token's outputs are bit-identical whether it is alone
+// in the call (the decode paths) or one of many (row blocks and tiles), whatever its position.
+TEST(Linear, EveryPathIsBatchInvariant) {
+  const Isa saved = active_isa();
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    for (MatFormat f : {MatFormat::bf16, MatFormat::f32, MatFormat::mxfp4}) {
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{19, 64}, {8, 96}, {5, 40}}) {
+        if (f == MatFormat::mxfp4 && cols % 32 != 0) continue;
+        std::mt19937_64 rng(3 + rows);
+        Weight w = random_weight(rng, rows, cols, f);
+        const int64_t T = 9;
+        std::vector<float> x = randn(rng, T * cols), all(T * rows), one(rows), two(2 * rows);
+        kLinearOp.cpu(x.data(), T, w.mat, all.data());
+        for (int64_t t = 0; t < T; ++t) {
+          kLinearOp.cpu(x.data() + t * cols, 1, w.mat, one.data());
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(one[r], all[t * rows + r]) << isa_name(isa) << " T=1 t=" << t << " r=" << r;
+        }
+        kLinearOp.cpu(x.data() + 3 * cols, 2, w.mat, two.data());  // the T = 2 decode path
+        for (int64_t r = 0; r < 2 * rows; ++r)
+          ASSERT_EQ(two[r], all[3 * rows + r]) << isa_name(isa) << " T=2 r=" << r;
+      }
+    }
   }
+  set_isa(saved);
+}
+
+TEST(Mxfp4, DecodeRowMatchesElementReference) {
+  const Isa saved = active_isa();
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    std::mt19937_64 rng(11);
+    Weight w = random_weight(rng, 16, 256, MatFormat::mxfp4);
+    std::vector<float> row(256);
+    for (int64_t r = 0; r < 16; ++r) {
+      mat_row(w.mat, r, row.data());
+      for (int64_t i = 0; i < 256; ++i)
+        ASSERT_EQ(row[i], mxfp4_value_ref(&w.bytes[r * 128], &w.scales[r * 8], i))
+            << isa_name(isa) << " " << r << " " << i;
+    }
+  }
+  set_isa(saved);
 }
 
 TEST(Mxfp4, SpecVectorFromRealCheckpoint) {
@@ -130,16 +167,21 @@ TEST(Mxfp4, EveryScaleAndCodeDecodesToTheFormula) {
   std::vector<uint8_t> packed(8), scale(1);
   for (int i = 0; i < 8; ++i) packed[i] = static_cast<uint8_t>((2 * i) | ((2 * i + 1) << 4));
   std::vector<float> row(32);
-  for (int s = 0; s < 255; ++s) {  // 255 is NaN in the OCP MX spec
-    scale[0] = static_cast<uint8_t>(s);
-    packed.resize(16, 0);
-    mxfp4_decode_row(packed.data(), scale.data(), 32, row.data());
-    for (int i = 0; i < 16; ++i) {
-      const float want = (i & 8 ? -1.0f : 1.0f) * lut[i & 7] * std::ldexp(1.0f, s - 127);
-      EXPECT_EQ(row[i], want) << "scale " << s << " code " << i;
-      EXPECT_EQ(mxfp4_value_ref(packed.data(), scale.data(), i), want) << "scale " << s;
+  const Isa saved = active_isa();
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    for (int s = 0; s < 255; ++s) {  // 255 is NaN in the OCP MX spec
+      scale[0] = static_cast<uint8_t>(s);
+      packed.resize(16, 0);
+      mxfp4_decode_row(packed.data(), scale.data(), 32, row.data());
+      for (int i = 0; i < 16; ++i) {
+        const float want = (i & 8 ? -1.0f : 1.0f) * lut[i & 7] * std::ldexp(1.0f, s - 127);
+        EXPECT_EQ(row[i], want) << isa_name(isa) << " scale " << s << " code " << i;
+        EXPECT_EQ(mxfp4_value_ref(packed.data(), scale.data(), i), want) << "scale " << s;
+      }
     }
   }
+  set_isa(saved);
 }
 
 TEST(Mxfp4, ReencodeWithStoredScalesIsIdentity) {

@@ -177,6 +177,9 @@ TEST(ServerApi, BadRequestsGet4xxAndTheServerKeepsServing) {
   EXPECT_EQ(post(s, "/v1/completions", R"({"prompt": {"a": 1}})").status, 400);
   EXPECT_EQ(post(s, "/v1/completions", R"({"prompt": [1, 99999999]})").status, 400);
   EXPECT_EQ(post(s, "/v1/nothing", "{}").status, 404);
+  Reply huge = post(s, "/v1/chat/completions", std::string(9 << 20, 'a'));  // above 8 MiB
+  EXPECT_EQ(huge.status, 413);
+  EXPECT_EQ(huge.body["error"]["type"], "invalid_request_error");
   Reply ok = post(s, "/v1/chat/completions", chat_body("still there?", 2).dump());
   EXPECT_EQ(ok.status, 200) << ok.text;
   EXPECT_EQ(metric(get(s, "/metrics").text, "k3_http_responses_total{code=\"400\"}"),

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <regex>
 
 #include "server/server_fixture.h"
@@ -29,10 +30,11 @@ TEST(ServeCli, StartupLineServesAndStopsOnSigterm) {
   int port = -1;
   const std::regex line(R"(k3 serve: listening on http://127\.0\.0\.1:(\d+)/ )");
   for (int i = 0; i < 1500 && port < 0; ++i) {  // up to 30 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::smatch m;
+    if (!std::filesystem::exists(dir.file("out"))) continue;  // not opened by the child yet
     const std::string out = read_file_bytes(dir.file("out"));
     if (std::regex_search(out, m, line)) port = std::stoi(m[1]);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_GT(port, 0) << read_file_bytes(dir.file("err"));
   httplib::Client c("127.0.0.1", port);

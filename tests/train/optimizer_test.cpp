@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "k3/error.h"
+#include "k3/hparams.h"
+#include "k3/weight_table.h"
 #include "train/newton_schulz.h"
 
 namespace k3::train {
@@ -197,6 +199,40 @@ TEST(Optimizer, ResumesBitExactlyFromSavedMoments) {
   }
   EXPECT_EQ(wa, ra);
   EXPECT_EQ(wb, rb);
+}
+
+}  // namespace
+}  // namespace k3::train
+
+namespace k3::train {
+namespace {
+
+TEST(Optimizer, StepsEveryTensorOfAConfig) {
+  // Buffers for every tensor of the default config, groups from their names, one step with
+  // per-head Muon: every non-frozen tensor with a gradient moves, the router bias does not.
+  HParams hp = hparams_from_file(K3_SOURCE_DIR "/configs/default.json");
+  std::vector<std::vector<float>> values, grads;
+  std::vector<WeightEntry> table = weight_table(hp);
+  for (const WeightEntry& w : table) {
+    int64_t n = 1;
+    for (int64_t d : w.shape) n *= d;
+    values.emplace_back(size_t(n), 0.5f);
+    grads.emplace_back(size_t(n));
+    for (size_t i = 0; i < grads.back().size(); ++i) grads.back()[i] = std::sin(float(i) + 1);
+  }
+  std::vector<Param> ps;
+  for (size_t i = 0; i < table.size(); ++i)
+    ps.push_back(Param{table[i].name, table[i].shape, values[i].data(), grads[i].data(), {}});
+  assign_groups(ps, hp, true);
+  Optimizer opt(ps, OptimizerConfig{});
+  opt.step(1e-3f);
+  for (size_t i = 0; i < table.size(); ++i) {
+    const bool frozen = opt.params()[i].group.update == Update::frozen;
+    EXPECT_EQ(values[i][0] != 0.5f, !frozen) << table[i].name;
+  }
+  std::vector<Param> bad = {
+      Param{"language_model.model.nope.weight", {2}, values[0].data(), grads[0].data(), {}}};
+  EXPECT_THROW(assign_groups(bad, hp, true), Error);
 }
 
 }  // namespace

@@ -86,9 +86,9 @@ int cmd_bench(int argc, char** argv) {
     }
     for (SeqId s : seqs) engine.release(s);
   }
-  std::printf("model %s, %s, %s CPU path, batch %lld, %s\n", dir.c_str(),
-              plural(num_threads(), "thread").c_str(), cpu_isa_name().c_str(), (long long)B,
-              plural(R, "repeat").c_str());
+  std::printf("model %s, %s, batch %lld, %s\n", dir.c_str(),
+              plural(num_threads(), "thread").c_str(), (long long)B, plural(R, "repeat").c_str());
+  std::printf("cpu path %s\n", cpu_isa_name().c_str());
   print_line("prefill", B * P, pp);
   if (N > 0) {
     print_line("decode", B * N, tg);

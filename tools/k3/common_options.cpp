@@ -5,7 +5,7 @@
 namespace k3::cli {
 
 Option threads_option() {
-  return Option("threads", "t", "N", "worker threads (default: all cores)", "").range(1, 1024);
+  return Option("threads", "t", "N", "worker threads (default: physical cores)", "").range(1, 1024);
 }
 
 void apply_threads(const Args& args) {

@@ -10,7 +10,7 @@
 
 namespace k3::cli {
 
-// -t, --threads N (1..1024; default: all cores). apply_threads() sets it when given.
+// -t, --threads N (1..1024; default: physical cores). apply_threads() sets it when given.
 Option threads_option();
 void apply_threads(const Args& args);
 // -c, --ctx-size N (>= lo), also spelled --ctx.

@@ -14,6 +14,7 @@
 #include "ops/linear/linear.h"
 #include "ops/mla/mla.h"
 #include "ops/moe/moe_combine.h"
+#include "ops/moe/moe_experts.h"
 #include "ops/moe/router.h"
 #include "ops/norm/norm.h"
 #include "ops/situ/situ.h"
@@ -49,6 +50,8 @@ void kda_gate_cuda(const float* f, const float* A_log, const float* dt_bias, Kda
                    float* g);
 void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w, float eps,
                        float* out);
+void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
+                      const ExpertMats* experts, MoeExpertsShape s, float* c);
 void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t T, int32_t* sel,
                  float* weight);
 void kda_recurrent_cuda(const KdaInputs& in, KdaShape s, float* S, float* o);

@@ -74,6 +74,102 @@ __global__ void expanded_kernel(const float* q, const float* k, const float* v, 
   for (int d = threadIdx.x; d < Dv; d += blockDim.x) o[(t * H + h) * Dv + d] = acc[d] / sum;
 }
 
+// Expanded attention over query tiles: a block owns kQ queries of one head and streams the
+// keys/values in tiles of kKT through shared memory, so each key is read once per kQ queries
+// (the one-query kernel re-read every key for every query). Needs Dv <= blockDim (128).
+constexpr int kQ = 16, kKT = 32;
+
+__global__ void expanded_tiled(const float* q, const float* k, const float* v, MlaShape s,
+                               float scale, float* o) {
+  extern __shared__ float sm[];
+  const int64_t H = s.H, Dq = s.Dn + s.Dr, Dv = s.Dv, t0 = blockIdx.x * int64_t{kQ};
+  const int64_t h = blockIdx.y, ldk = Dq + 1;  // padded rows: no bank conflicts in the dots
+  const int nq = static_cast<int>(min(int64_t{kQ}, s.T - t0));
+  float* qs = sm;              // [kQ, Dq]
+  float* ks = qs + kQ * Dq;    // [kKT, Dq + 1]
+  float* vs = ks + kKT * ldk;  // [kKT, Dv]
+  float* ps = vs + kKT * Dv;   // [kQ, kKT]
+  float* mx = ps + kQ * kKT;   // [kQ] running max
+  float* sum = mx + kQ;        // [kQ] running normaliser
+  float* fac = sum + kQ;       // [kQ] this tile's rescale
+  const int tid = threadIdx.x;
+  for (int64_t i = tid; i < kQ * Dq; i += blockDim.x) {
+    const int64_t qi = i / Dq;
+    qs[i] = qi < nq ? q[((t0 + qi) * H + h) * Dq + i % Dq] : 0.0f;
+  }
+  if (tid < kQ) {
+    mx[tid] = -INFINITY;
+    sum[tid] = 0.0f;
+  }
+  float acc[kQ] = {};
+  const int64_t n_keys = s.n_past + t0 + nq;  // the last query's window
+  for (int64_t k0 = 0; k0 < n_keys; k0 += kKT) {
+    const int nk = static_cast<int>(min(int64_t{kKT}, n_keys - k0));
+    __syncthreads();  // previous tile's reads done (and qs/mx written on the first)
+    for (int64_t i = tid; i < kKT * Dq; i += blockDim.x) {
+      const int64_t j = i / Dq;
+      ks[j * ldk + i % Dq] = j < nk ? k[((k0 + j) * H + h) * Dq + i % Dq] : 0.0f;
+    }
+    for (int64_t i = tid; i < kKT * Dv; i += blockDim.x) {
+      const int64_t j = i / Dv;
+      vs[i] = j < nk ? v[((k0 + j) * H + h) * Dv + i % Dv] : 0.0f;
+    }
+    __syncthreads();
+    for (int i = tid; i < kQ * kKT; i += blockDim.x) {
+      const int qi = i / kKT, j = i % kKT;
+      const int64_t key = k0 + j;
+      float sc = -INFINITY;
+      if (qi < nq && j < nk && key <= s.n_past + t0 + qi) {
+        float d = 0;
+        for (int64_t c = 0; c < Dq; ++c) d += qs[qi * Dq + c] * ks[j * ldk + c];
+        sc = d * scale;
+      }
+      ps[i] = sc;
+    }
+    __syncthreads();
+    if (tid < kQ) {  // online softmax, one thread per query
+      float tile = -INFINITY;
+      for (int j = 0; j < kKT; ++j) tile = fmaxf(tile, ps[tid * kKT + j]);
+      const float m_new = fmaxf(mx[tid], tile);
+      float f = 1.0f, add = 0.0f;
+      if (m_new != -INFINITY) {
+        f = expf(mx[tid] - m_new);  // 0 while nothing was seen
+        for (int j = 0; j < kKT; ++j) {
+          const float p = expf(ps[tid * kKT + j] - m_new);  // masked: e^-inf = 0
+          ps[tid * kKT + j] = p;
+          add += p;
+        }
+        mx[tid] = m_new;
+      } else {
+        for (int j = 0; j < kKT; ++j) ps[tid * kKT + j] = 0.0f;
+      }
+      sum[tid] = sum[tid] * f + add;
+      fac[tid] = f;
+    }
+    __syncthreads();
+    if (tid < Dv) {
+#pragma unroll
+      for (int qi = 0; qi < kQ; ++qi) {
+        float a = acc[qi] * fac[qi];
+        for (int j = 0; j < nk; ++j) a += ps[qi * kKT + j] * vs[j * Dv + tid];
+        acc[qi] = a;
+      }
+    }
+  }
+  __syncthreads();
+  if (tid < Dv) {
+#pragma unroll
+    for (int qi = 0; qi < kQ; ++qi) {
+      if (qi < nq) o[((t0 + qi) * H + h) * Dv + tid] = acc[qi] / sum[qi];
+    }
+  }
+}
+
+size_t tiled_smem(const MlaShape& s) {
+  const int64_t Dq = s.Dn + s.Dr;
+  return static_cast<size_t>(kQ * Dq + kKT * (Dq + 1) + kKT * s.Dv + kQ * kKT + 3 * kQ) * 4;
+}
+
 __device__ inline float wload(const void* w, bool bf16, int64_t i) {
   return bf16 ? __uint_as_float(uint32_t{static_cast<const uint16_t*>(w)[i]} << 16)
               : static_cast<const float*>(w)[i];
@@ -137,10 +233,25 @@ void mla_expanded_cuda(const float* q, const float* k, const float* v, MlaShape 
   const float* dk = a.in(k, S * s.H * Dq);
   const float* dv = a.in(v, S * s.H * s.Dv);
   float* dout = a.out(o, s.T * s.H * s.Dv);
+  const float scale = 1.0f / sqrtf(static_cast<float>(Dq));
+  const size_t tiled = tiled_smem(s);
+  if (s.Dv <= kThreads && tiled <= 200 * 1024) {
+    static size_t configured = 0;
+    if (tiled > 48 * 1024 && tiled > configured) {
+      cuda::check_cuda(
+          cudaFuncSetAttribute(expanded_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(tiled)),
+          "mla smem attribute");
+      configured = tiled;
+    }
+    const dim3 grid(static_cast<unsigned>((s.T + kQ - 1) / kQ), static_cast<unsigned>(s.H));
+    expanded_tiled<<<grid, kThreads, tiled, stream()>>>(dq, dk, dv, s, scale, dout);
+    check_launch("mla_expanded (tiled)");
+    return;
+  }
   const size_t smem = static_cast<size_t>(s.Dv + kThreads) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(s.T), static_cast<unsigned>(s.H));
-  expanded_kernel<<<grid, kThreads, smem, stream()>>>(dq, dk, dv, s,
-                                                      1.0f / sqrtf(static_cast<float>(Dq)), dout);
+  expanded_kernel<<<grid, kThreads, smem, stream()>>>(dq, dk, dv, s, scale, dout);
   check_launch("mla_expanded");
 }
 

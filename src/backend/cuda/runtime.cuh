@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "core/error.h"
+#include "ops/linear/linear.h"
 
 namespace k3::cuda {
 
@@ -121,6 +122,11 @@ class Args {
   std::vector<Scratch> keep_;
   std::vector<Out> outs_;
 };
+
+// y [T, w.rows] = x [T, w.cols] · Wᵀ with every pointer (W's included) on the device.
+void linear_device(const float* x, int64_t T, const Mat& w, float* y);
+// W with its data and scales translated through a (resident weights, or staged).
+Mat device_mat(Args& a, const Mat& w);
 
 inline int blocks_for(int64_t n, int threads) {
   return static_cast<int>((n + threads - 1) / threads);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/launchers.h"
+#include "core/parallel.h"
 #include "ops/kda/kda.h"
 
 namespace k3 {
@@ -125,18 +126,14 @@ void chunk_step(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t 
 }  // namespace
 
 void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk) {
-#pragma omp parallel
-  {
+  parallel_for(s.H, true, [&](int64_t h) {
     thread_local ChunkScratch w;
     w.ensure(chunk, s.K, s.V);
-#pragma omp for schedule(static)
-    for (int64_t h = 0; h < s.H; ++h) {
-      float* Sh = S + h * s.K * s.V;
-      for (int64_t t0 = 0; t0 < s.T; t0 += chunk) {
-        chunk_step(in, s, h, t0, std::min(chunk, s.T - t0), Sh, o, w);
-      }
+    float* Sh = S + h * s.K * s.V;
+    for (int64_t t0 = 0; t0 < s.T; t0 += chunk) {
+      chunk_step(in, s, h, t0, std::min(chunk, s.T - t0), Sh, o, w);
     }
-  }
+  });
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cuda/launchers.h"
+#include "core/parallel.h"
 
 namespace k3 {
 namespace {
@@ -13,15 +14,13 @@ float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 void kda_gate(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s, float* g) {
   const int64_t H = s.H, K = s.K;
-#pragma omp parallel for collapse(2) schedule(static) if (s.T * H * K > (int64_t{1} << 15))
-  for (int64_t t = 0; t < s.T; ++t) {
-    for (int64_t h = 0; h < H; ++h) {
-      const float a = std::exp(A_log[h]);
-      const int64_t row = (t * H + h) * K;
-      for (int64_t i = 0; i < K; ++i)
-        g[row + i] = s.lower_bound * sigmoid(a * (f[row + i] + dt_bias[h * K + i]));
-    }
-  }
+  parallel_for(s.T * H, s.T * H * K > (int64_t{1} << 15), [&](int64_t th) {
+    const int64_t h = th % H;
+    const float a = std::exp(A_log[h]);
+    const int64_t row = th * K;  // (t * H + h) * K
+    for (int64_t i = 0; i < K; ++i)
+      g[row + i] = s.lower_bound * sigmoid(a * (f[row + i] + dt_bias[h * K + i]));
+  });
 }
 
 void kda_gate_ref(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,

@@ -81,30 +81,25 @@ Mat row_view(const Mat& m, int64_t r0, int64_t n) {
 void mla_attention_expanded(const float* q, const float* k, const float* v, MlaShape s, float* o) {
   const int64_t H = s.H, Dq = s.Dn + s.Dr, Dv = s.Dv, S = s.n_past + s.T;
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dq));
-#pragma omp parallel
-  {
+  parallel_for(s.T * H, s.T * H > 1, [&](int64_t th) {  // one (token, head) pair each
+    const int64_t t = th / H, h = th % H;
     float* p = thread_scratch<float, struct MlaScoresTag>(static_cast<size_t>(S));
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t t = 0; t < s.T; ++t) {
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t n = s.n_past + t + 1;  // visible keys
-        const float* qh = q + (t * H + h) * Dq;
-        for (int64_t tau = 0; tau < n; ++tau) {
-          const float* kh = k + (tau * H + h) * Dq;
-          float acc = 0;
-          for (int64_t i = 0; i < Dq; ++i) acc += qh[i] * kh[i];
-          p[tau] = acc * scale;
-        }
-        softmax(p, n);
-        float* oh = o + (t * H + h) * Dv;
-        for (int64_t j = 0; j < Dv; ++j) oh[j] = 0;
-        for (int64_t tau = 0; tau < n; ++tau) {
-          const float* vh = v + (tau * H + h) * Dv;
-          for (int64_t j = 0; j < Dv; ++j) oh[j] += p[tau] * vh[j];
-        }
-      }
+    const int64_t n = s.n_past + t + 1;  // visible keys
+    const float* qh = q + (t * H + h) * Dq;
+    for (int64_t tau = 0; tau < n; ++tau) {
+      const float* kh = k + (tau * H + h) * Dq;
+      float acc = 0;
+      for (int64_t i = 0; i < Dq; ++i) acc += qh[i] * kh[i];
+      p[tau] = acc * scale;
     }
-  }
+    softmax(p, n);
+    float* oh = o + (t * H + h) * Dv;
+    for (int64_t j = 0; j < Dv; ++j) oh[j] = 0;
+    for (int64_t tau = 0; tau < n; ++tau) {
+      const float* vh = v + (tau * H + h) * Dv;
+      for (int64_t j = 0; j < Dv; ++j) oh[j] += p[tau] * vh[j];
+    }
+  });
 }
 
 void mla_attention_absorbed_head(const float* q, const PagedRows& cache,

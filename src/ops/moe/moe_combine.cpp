@@ -16,15 +16,15 @@ constexpr int64_t kColBlock = 256;                  // columns per scatter work 
 }  // namespace
 
 void gather_rows(const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst) {
-#pragma omp parallel for schedule(static) if (n * width > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) std::copy_n(src + rows[i] * width, width, dst + i * width);
+  parallel_for(n, n * width > kParallelMin,
+               [&](int64_t i) { std::copy_n(src + rows[i] * width, width, dst + i * width); });
 }
 
 void gather_choice_rows(const float* src, const int64_t* choice, int64_t n, int64_t k,
                         int64_t width, float* dst) {
-#pragma omp parallel for schedule(static) if (n * width > kParallelMin)
-  for (int64_t i = 0; i < n; ++i)
+  parallel_for(n, n * width > kParallelMin, [&](int64_t i) {
     std::copy_n(src + (choice[i] / k) * width, width, dst + i * width);
+  });
 }
 
 void moe_scatter_add(const float* y, const int64_t* choice, const float* weight, int64_t n,

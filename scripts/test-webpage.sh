@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The chat page of k3 serve end to end in headless Chromium (Debian chromium + chromium-driver,
+# driven by Selenium from PyPI in build/webpage-venv): load, send, streamed text, thinking,
+# tool calls, stop. Fails loudly, never skips, when it cannot run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/serve_fixture.sh
+SELENIUM_VERSION=4.40.0
+[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] ||
+  die "needs /usr/bin/chromium and /usr/bin/chromedriver (scripts/install-deps.sh installs them)"
+VENV=build/webpage-venv
+make_venv "$VENV" "import selenium; assert selenium.__version__ == '$SELENIUM_VERSION'" \
+  "selenium==$SELENIUM_VERSION"
+
+work=$(mktemp -d)
+server=""
+trap '[ -n "$server" ] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"' EXIT
+make_tiny_model "$work/model"
+start_server "$work/log" -m "$work/model" -np 2 -c 4096 -t 2
+status=0
+"$VENV/bin/python" tests/server/test_chat_page.py "$url" || status=$?
+[ "$status" = 0 ] || die "chat page tests failed (server log: $(tail -5 "$work/log.err"))"
+stop_server
+echo "test-webpage: ok (Chromium, selenium $SELENIUM_VERSION, against $url)"

@@ -1,0 +1,239 @@
+// The routed experts on the device (moe_experts): the choices are grouped by expert on the
+// device (no copy back to the host), each expert's rows gathered, the gate/up/down projections
+// run for all experts together, SiTU-GLU in between, and every token's outputs combined in
+// choice order.
+//   steps of up to 128 tokens (decode batches): grouped GEMV kernels straight from the packed
+//     weights, one block row per (active expert, 8 weight rows), each weight row read once per
+//     8 of its tokens; 9 launches per layer whatever the expert count;
+//   larger steps: the group offsets come back to the host and each expert with rows runs the
+//     tensor-core linear (linear_device).
+// Rows inside an expert group land in any order (atomics), which changes nothing: each row's
+// result depends on its own input only, and the combine sums a token's choices in j order.
+#include <vector>
+
+#include "backend/cuda/gemv.cuh"
+#include "backend/cuda/launchers.h"
+#include "backend/cuda/runtime.cuh"
+
+namespace k3 {
+namespace {
+
+using cuda::Args;
+using cuda::blocks_for;
+using cuda::check_launch;
+using cuda::Scratch;
+using cuda::stream;
+
+constexpr int64_t kGroupedMaxT = 128;
+constexpr int kWarps = 8;  // weight rows per block
+constexpr int kTile = 8;   // token rows per pass over a weight row
+
+struct ExpertPtrs {
+  const void* data[3];       // gate, up, down
+  const uint8_t* scales[3];  // MXFP4 only
+};
+
+__global__ void count_choices(const int32_t* sel, int64_t n, int32_t* counts) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) atomicAdd(&counts[sel[i]], 1);
+}
+
+// One thread: offsets [E+1], the list of experts with rows, and the fill cursors.
+__global__ void scan_groups(const int32_t* counts, int E, int32_t* offsets, int32_t* active,
+                            int32_t* n_active, int32_t* fill) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  int32_t sum = 0, na = 0;
+  for (int e = 0; e < E; ++e) {
+    offsets[e] = sum;
+    fill[e] = sum;
+    if (counts[e] > 0) active[na++] = e;
+    sum += counts[e];
+  }
+  offsets[E] = sum;
+  *n_active = na;
+}
+
+__global__ void place_choices(const int32_t* sel, int64_t n, int32_t* fill, int32_t* slot_of,
+                              int32_t* choice_of) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const int32_t slot = atomicAdd(&fill[sel[i]], 1);
+  slot_of[i] = slot;
+  choice_of[slot] = static_cast<int32_t>(i);
+}
+
+// zin [N, L]: slot s holds the latent row of token choice_of[s] / k.
+__global__ void gather_slots(const float* z, const int32_t* choice_of, int64_t N, int64_t k,
+                             int64_t L, float* zin) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= N * L) return;
+  const int64_t s = i / L;
+  zin[i] = z[(choice_of[s] / k) * L + i % L];
+}
+
+constexpr int kRowsPerWarp = 4;
+
+// y [N, R] = x [N, C] · W_eᵀ for every active expert e over its slots (grid.y: active index);
+// a warp owns kRowsPerWarp weight rows and walks the expert's slots kTile at a time.
+template <int kFmt>  // 0 mxfp4, 1 bf16 (vectorised), 2 bf16/f32 any shape
+__global__ void grouped_gemv(const float* x, const int32_t* offsets, const int32_t* active,
+                             const int32_t* n_active, const ExpertPtrs* experts, int which,
+                             bool bf16, int64_t R, int64_t C, float* y) {
+  if (static_cast<int>(blockIdx.y) >= *n_active) return;
+  const int e = active[blockIdx.y];
+  const int64_t warp = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
+  const int64_t r0 = kFmt == 2 ? warp : warp * kRowsPerWarp;
+  if (r0 >= R) return;
+  const void* w = experts[e].data[which];
+  const int64_t begin = offsets[e], end = offsets[e + 1];
+  for (int64_t t0 = begin; t0 < end; t0 += kTile) {
+    const int T = static_cast<int>(min(int64_t{kTile}, end - t0));
+    const float* xt = x + t0 * C;
+    if (kFmt == 2) {
+      float acc[kTile] = {};
+      cuda::row_dot_any<kTile>(w, bf16, r0, xt, C, T, acc);
+      cuda::warp_finish<kTile>(acc, T, R, y + t0 * R + r0);
+      continue;
+    }
+    float acc[kTile][kRowsPerWarp] = {};
+    if (kFmt == 0) {
+      cuda::rows_dot_mxfp4<kTile, kRowsPerWarp>(static_cast<const uint8_t*>(w),
+                                                experts[e].scales[which], r0, R, xt, C, T, acc);
+    } else {
+      cuda::rows_dot_bf16<kTile, kRowsPerWarp>(static_cast<const uint16_t*>(w), r0, R, xt, C, T,
+                                               acc);
+    }
+    cuda::warp_finish_rows<kTile, kRowsPerWarp>(acc, T, r0, R, R, y + t0 * R);
+  }
+}
+
+__global__ void situ_kernel(float* a, const float* b, int64_t n, SituParams p) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const float g = a[i], u = b[i];
+  // The CPU's expression (multiplying by the inverse caps).
+  a[i] = p.beta * tanhf(g * (1.0f / p.beta)) / (1.0f + expf(-g)) *
+         (p.linear_beta * tanhf(u * (1.0f / p.linear_beta)));
+}
+
+// c [T, L]: c[t] = Σ_j weight[t, j] · y[slot_of[t*k + j]], from zero, in j order.
+__global__ void combine(const float* y, const int32_t* slot_of, const float* weight, int64_t T,
+                        int64_t k, int64_t L, float* c) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= T * L) return;
+  const int64_t t = i / L, col = i % L;
+  float acc = 0.0f;
+  for (int64_t j = 0; j < k; ++j) acc += weight[t * k + j] * y[slot_of[t * k + j] * L + col];
+  c[i] = acc;
+}
+
+int format_kind(const Mat& m, const float* x) {
+  if (m.format == MatFormat::mxfp4) return 0;
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  return m.format == MatFormat::bf16 && m.cols % 8 == 0 && aligned ? 1 : 2;
+}
+
+void launch_grouped(const float* x, const int32_t* offsets, const int32_t* active,
+                    const int32_t* n_active, const ExpertPtrs* experts, int which, const Mat& m,
+                    int64_t max_active, float* y) {
+  const int rows_per_block = format_kind(m, x) == 2 ? kWarps : kWarps * kRowsPerWarp;
+  const dim3 grid(static_cast<unsigned>(blocks_for(m.rows, rows_per_block)),
+                  static_cast<unsigned>(max_active));
+  const bool bf16 = m.format == MatFormat::bf16;
+  switch (format_kind(m, x)) {
+    case 0:
+      grouped_gemv<0><<<grid, 32 * kWarps, 0, stream()>>>(x, offsets, active, n_active, experts,
+                                                          which, bf16, m.rows, m.cols, y);
+      break;
+    case 1:
+      grouped_gemv<1><<<grid, 32 * kWarps, 0, stream()>>>(x, offsets, active, n_active, experts,
+                                                          which, bf16, m.rows, m.cols, y);
+      break;
+    default:
+      grouped_gemv<2><<<grid, 32 * kWarps, 0, stream()>>>(x, offsets, active, n_active, experts,
+                                                          which, bf16, m.rows, m.cols, y);
+  }
+  check_launch("moe_experts (grouped gemv)");
+}
+
+}  // namespace
+
+void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
+                      const ExpertMats* experts, MoeExpertsShape s, float* c) {
+  const int64_t T = s.T, k = s.k, E = s.E, N = T * k;
+  if (T == 0) return;
+  const Mat& g0 = experts[0].gate;
+  const int64_t L = g0.cols, I = g0.rows;
+  for (int64_t e = 0; e < E; ++e) {
+    const ExpertMats& m = experts[e];
+    check(m.gate.format == g0.format && m.up.format == g0.format && m.down.format == g0.format &&
+              m.gate.rows == I && m.up.rows == I && m.down.cols == I && m.gate.cols == L &&
+              m.up.cols == L && m.down.rows == L,
+          "moe_experts (cuda): expert ", e, " differs in shape or format from expert 0");
+  }
+  check(g0.format != MatFormat::mxfp4 || (L % 32 == 0 && I % 32 == 0),
+        "moe_experts (cuda): MXFP4 widths must be multiples of 32");
+  Args a;
+  const float* dz = a.in(z, T * L);
+  const int32_t* dsel = a.in(sel, N);
+  const float* dw = a.in(weight, N);
+  float* dc = a.out(c, T * L);
+  std::vector<Mat> dev(static_cast<size_t>(3 * E));  // device views of every expert's weights
+  std::vector<ExpertPtrs> ptrs(static_cast<size_t>(E));
+  bool aligned = true;  // the grouped kernels read weight rows 16 bytes at a time
+  for (int64_t e = 0; e < E; ++e) {
+    const Mat* src[3] = {&experts[e].gate, &experts[e].up, &experts[e].down};
+    for (int w = 0; w < 3; ++w) {
+      dev[3 * e + w] = cuda::device_mat(a, *src[w]);
+      ptrs[e].data[w] = dev[3 * e + w].data;
+      ptrs[e].scales[w] = dev[3 * e + w].scales;
+      aligned &= reinterpret_cast<uintptr_t>(ptrs[e].data[w]) % 16 == 0;
+    }
+  }
+  // Grouping: int32 tables in one scratch block.
+  Scratch tables(static_cast<size_t>(4 * E + 2 + 2 * N) * sizeof(int32_t));
+  int32_t* counts = static_cast<int32_t*>(tables.get());
+  int32_t *offsets = counts + E, *active = offsets + E + 1, *fill = active + E;
+  int32_t *n_active = fill + E, *slot_of = n_active + 1, *choice_of = slot_of + N;
+  cuda::check_cuda(cudaMemsetAsync(counts, 0, E * sizeof(int32_t), stream()), "moe_experts");
+  count_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, counts);
+  scan_groups<<<1, 32, 0, stream()>>>(counts, static_cast<int>(E), offsets, active, n_active, fill);
+  place_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, fill, slot_of, choice_of);
+  check_launch("moe_experts (grouping)");
+  Scratch zin_s(N * L * sizeof(float)), ga_s(N * I * sizeof(float)), up_s(N * I * sizeof(float));
+  Scratch y_s(N * L * sizeof(float));
+  float *zin = static_cast<float*>(zin_s.get()), *ga = static_cast<float*>(ga_s.get());
+  float *up = static_cast<float*>(up_s.get()), *y = static_cast<float*>(y_s.get());
+  gather_slots<<<blocks_for(N * L, 256), 256, 0, stream()>>>(dz, choice_of, N, k, L, zin);
+  check_launch("moe_experts (gather)");
+  if (T <= kGroupedMaxT && aligned) {
+    const ExpertPtrs* dptrs = a.host_array(ptrs.data(), ptrs.size());
+    const int64_t max_active = std::min(E, N);
+    launch_grouped(zin, offsets, active, n_active, dptrs, 0, g0, max_active, ga);
+    launch_grouped(zin, offsets, active, n_active, dptrs, 1, experts[0].up, max_active, up);
+    situ_kernel<<<blocks_for(N * I, 256), 256, 0, stream()>>>(ga, up, N * I, s.situ);
+    launch_grouped(ga, offsets, active, n_active, dptrs, 2, experts[0].down, max_active, y);
+  } else {
+    std::vector<int32_t> off(static_cast<size_t>(E + 1));
+    cuda::check_cuda(cudaMemcpyAsync(off.data(), offsets, (E + 1) * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost, stream()),
+                     "moe_experts (offsets)");
+    cuda::check_cuda(cudaStreamSynchronize(stream()), "moe_experts (offsets)");
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t o = off[e], n = off[e + 1] - off[e];
+      if (n == 0) continue;
+      cuda::linear_device(zin + o * L, n, dev[3 * e], ga + o * I);
+      cuda::linear_device(zin + o * L, n, dev[3 * e + 1], up + o * I);
+    }
+    situ_kernel<<<blocks_for(N * I, 256), 256, 0, stream()>>>(ga, up, N * I, s.situ);
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t o = off[e], n = off[e + 1] - off[e];
+      if (n > 0) cuda::linear_device(ga + o * I, n, dev[3 * e + 2], y + o * L);
+    }
+  }
+  check_launch("moe_experts (situ)");
+  combine<<<blocks_for(T * L, 256), 256, 0, stream()>>>(y, slot_of, dw, T, k, L, dc);
+  check_launch("moe_experts (combine)");
+}
+
+}  // namespace k3

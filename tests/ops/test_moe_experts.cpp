@@ -1,0 +1,105 @@
+// The routed experts as one op against the per-choice double reference: BF16, F32 and packed
+// MXFP4 experts; one token, a few, several 8-token tiles per expert, every expert chosen
+// (k = E), experts nobody chose, more than 128 tokens (the device's per-expert path); widths
+// off the vector widths for BF16/F32.
+// widths off the vector widths for BF16/F32.
+#include <gtest/gtest.h>
+
+#include "core/bf16.h"
+#include "ops/harness.h"
+#include "ops/moe/moe_experts.h"
+
+namespace k3::test {
+namespace {
+
+// The storage behind E experts' matrices of one format.
+struct Experts {
+  std::vector<std::vector<uint8_t>> bytes;  // data, then scales, per matrix
+  std::vector<ExpertMats> mats;
+};
+
+Mat random_mat(int64_t rows, int64_t cols, MatFormat f, std::mt19937_64& rng,
+               std::vector<std::vector<uint8_t>>& keep) {
+  Mat m{rows, cols, f, nullptr, nullptr};
+  const size_t n = static_cast<size_t>(rows * cols);
+  if (f == MatFormat::mxfp4) {
+    keep.emplace_back(n / 2);
+    for (auto& b : keep.back()) b = static_cast<uint8_t>(rng());
+    m.data = keep.back().data();
+    keep.emplace_back(n / 32);
+    for (auto& b : keep.back()) b = static_cast<uint8_t>(120 + rng() % 6);  // 2^-7 … 2^-2
+    m.scales = keep.back().data();
+    return m;
+  }
+  const std::vector<float> v = randn(rng, n, 1.0 / std::sqrt(double(cols)));
+  if (f == MatFormat::f32) {
+    keep.emplace_back(n * 4);
+    std::memcpy(keep.back().data(), v.data(), n * 4);
+  } else {
+    keep.emplace_back(n * 2);
+    auto* p = reinterpret_cast<uint16_t*>(keep.back().data());
+    for (size_t i = 0; i < n; ++i) p[i] = f32_to_bf16(v[i]);
+  }
+  m.data = keep.back().data();
+  return m;
+}
+
+Experts random_experts(int64_t E, int64_t L, int64_t I, MatFormat f, std::mt19937_64& rng) {
+  Experts x;
+  x.bytes.reserve(static_cast<size_t>(6 * E));  // pointers into it must stay put
+  for (int64_t e = 0; e < E; ++e) {
+    x.mats.push_back({random_mat(I, L, f, rng, x.bytes), random_mat(I, L, f, rng, x.bytes),
+                      random_mat(L, I, f, rng, x.bytes)});
+  }
+  return x;
+}
+
+const char* fmt_name(MatFormat f) {
+  return f == MatFormat::mxfp4 ? "mxfp4" : f == MatFormat::bf16 ? "bf16" : "f32";
+}
+
+OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat f) {
+  const std::string shape = "T=" + std::to_string(T) + " k=" + std::to_string(k) +
+                            " E=" + std::to_string(E) + " L=" + std::to_string(L) +
+                            " I=" + std::to_string(I) + " " + fmt_name(f);
+  return {"moe_experts", shape, 1e-5, [=](std::mt19937_64& rng, Impl impl) {
+            const Experts ex = random_experts(E, L, I, f, rng);
+            const std::vector<float> z = randn(rng, T * L);
+            std::vector<int32_t> sel(T * k);
+            std::vector<int32_t> ids(E);
+            for (int64_t t = 0; t < T; ++t) {  // k distinct experts, ascending (the router's)
+              for (int64_t e = 0; e < E; ++e) ids[e] = static_cast<int32_t>(e);
+              // Leave the last expert unchosen when k < E, so some experts get no rows.
+              std::shuffle(ids.begin(), ids.end() - (k < E ? 1 : 0), rng);
+              std::sort(ids.begin(), ids.begin() + k);
+              std::copy_n(ids.begin(), k, sel.begin() + t * k);
+            }
+            const std::vector<float> weight = randu(rng, T * k, 0.05, 1.0);
+            std::vector<float> got = randn(rng, T * L), want(T * L);  // c is overwritten
+            const MoeExpertsShape s{T, k, E, {4.0f, 25.0f}};
+            kMoeExpertsOp.ref(z.data(), sel.data(), weight.data(), ex.mats.data(), s, want.data());
+            kMoeExpertsOp.get(impl)(z.data(), sel.data(), weight.data(), ex.mats.data(), s,
+                                    got.data());
+            return Outputs{got, widen(want)};
+          }};
+}
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> v;
+  for (MatFormat f : {MatFormat::mxfp4, MatFormat::bf16, MatFormat::f32}) {
+    const int64_t L = f == MatFormat::mxfp4 ? 64 : 40, I = f == MatFormat::mxfp4 ? 32 : 24;
+    v.push_back(moe_case(1, 1, 1, L, I, f));
+    v.push_back(moe_case(1, 2, 5, L, I, f));
+    v.push_back(moe_case(5, 3, 6, L, I, f));
+    v.push_back(moe_case(9, 4, 4, L, I, f));    // k = E: every expert has every token
+    v.push_back(moe_case(40, 2, 7, L, I, f));   // several 8-token tiles per expert
+    v.push_back(moe_case(130, 2, 3, L, I, f));  // beyond the grouped-GEMV step size
+  }
+  v.push_back(moe_case(3, 2, 4, 64, 64, MatFormat::bf16));  // vectorised BF16 rows
+  return v;
+}
+
+static Register reg(cases());
+
+}  // namespace
+}  // namespace k3::test
