@@ -1,6 +1,7 @@
 #include "train/model_balance.h"
 
 #include <cmath>
+#include <utility>
 
 #include "k3/error.h"
 
@@ -52,6 +53,10 @@ BalanceStepStats ModelBalancer::finish_step(ParamSet& params) {
     for (int64_t e = 0; e < experts_; ++e) b[e] = static_cast<float>(nb[size_t(e)]);
   }
   return st;
+}
+
+balance::RouterBalancer& ModelBalancer::layer(int64_t l) {
+  return const_cast<balance::RouterBalancer&>(std::as_const(*this).layer(l));
 }
 
 const balance::RouterBalancer& ModelBalancer::layer(int64_t l) const {

@@ -37,6 +37,7 @@ class ModelBalancer {
   // Updates every MoE layer's bias (by the method) and writes it into `params`.
   BalanceStepStats finish_step(ParamSet& params);
   const balance::RouterBalancer& layer(int64_t l) const;
+  balance::RouterBalancer& layer(int64_t l);  // e.g. to restore a resumed run's float64 bias
 
   static std::string bias_name(int64_t layer);
 

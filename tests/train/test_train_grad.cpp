@@ -74,7 +74,7 @@ void check_against_torch(bool mxfp4, Impl forward, double tol) {
       targets(seq.begin() + 1, seq.end());
   const double loss =
       loss_and_grads(hp, params, tokens.data(), targets.data(), static_cast<int64_t>(tokens.size()),
-                     grads, TrainOptions{forward, 8});
+                     grads, TrainOptions{forward, 8, {}});
   ASSERT_TRUE(std::isfinite(loss));
   grads.write_safetensors(dir.file("grads.safetensors"), "language_model.");
 

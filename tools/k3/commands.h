@@ -16,5 +16,6 @@ int cmd_chat(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_tokenizer(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_train(int argc, char** argv);
 
 }  // namespace k3::cli

@@ -31,6 +31,8 @@ const Command kCommands[] = {
      true},
     {"bench", k3::cli::cmd_bench, "prefill and decode tokens/s, median over repeats", true},
     {"logits", k3::cli::cmd_logits, "write the logits of a token sequence as float32 .npy", true},
+    {"train", k3::cli::cmd_train, "train a checkpoint on text files (Muon/AdamW, QB balancing)",
+     true},
     {"init", k3::cli::cmd_init, "write a random-initialised checkpoint in the official layout",
      true},
     {"cost", k3::cli::cmd_cost, "the cost model: parameters, memory, MACs, MoE regimes, SiTU, QB",

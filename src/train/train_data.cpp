@@ -1,0 +1,80 @@
+#include "train/train_data.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace k3::train {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  check(f.good(), "training data: cannot read ", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TokenStream tokenize_files(const Tokenizer& tok, const std::vector<std::string>& files,
+                           int64_t vocab) {
+  check(!files.empty(), "training data: no text file given");
+  check(tok.n_vocab() <= vocab, "training data: the tokenizer has ", tok.n_vocab(),
+        " ids but the model's vocabulary is ", vocab);
+  const int32_t sep = tok.special_ids().eos;
+  TokenStream s;
+  for (const std::string& path : files) {
+    const std::string text = read_text(path);
+    check(!text.empty(), "training data: ", path, " is empty");
+    for (int32_t id : tok.encode(text, false)) {
+      s.ids.push_back(id);
+      s.bytes.push_back(static_cast<int32_t>(tok.token_to_piece(id).size()));
+    }
+    if (sep >= 0) {  // a document boundary; it stands for no text byte
+      s.ids.push_back(sep);
+      s.bytes.push_back(0);
+    }
+  }
+  return s;
+}
+
+Window sample_window(const TokenStream& data, int64_t S, std::mt19937_64& rng) {
+  const int64_t n = static_cast<int64_t>(data.ids.size());
+  check(n >= S + 1, "training data: ", n, " tokens, fewer than one window of ", S + 1,
+        " (lower --seq-len or add text)");
+  const uint64_t offsets = static_cast<uint64_t>(n - S);  // o in [0, n - S - 1]
+  const int64_t o = static_cast<int64_t>(rng() % offsets);
+  Window w;
+  w.tokens.assign(data.ids.begin() + o, data.ids.begin() + o + S);
+  w.targets.assign(data.ids.begin() + o + 1, data.ids.begin() + o + S + 1);
+  return w;
+}
+
+EvalResult evaluate(const HParams& hp, const ParamSet& params, const TokenStream& data, int64_t S,
+                    int64_t windows, const TrainOptions& opt) {
+  const int64_t n = static_cast<int64_t>(data.ids.size());
+  check(n >= S + 1, "held-out data: ", n, " tokens, fewer than one window of ", S + 1);
+  ParamSet scratch = params.zeros_like();  // the backward's output, unused here
+  TrainOptions plain = opt;
+  plain.router_logits = nullptr;
+  double nats = 0;
+  int64_t bytes = 0, tokens = 0;
+  for (int64_t w = 0; w < windows && (w + 1) * S + 1 <= n; ++w) {
+    const int64_t o = w * S;
+    const int64_t* in = data.ids.data() + o;
+    nats += loss_and_grads(hp, params, in, in + 1, S, scratch, plain) * double(S);
+    for (int64_t t = 1; t <= S; ++t) bytes += data.bytes[static_cast<size_t>(o + t)];
+    tokens += S;
+  }
+  EvalResult r;
+  r.tokens = tokens;
+  r.loss = nats / double(tokens);
+  r.perplexity = std::exp(r.loss);
+  r.bits_per_byte = bytes > 0 ? nats / std::log(2.0) / double(bytes) : 0;
+  return r;
+}
+
+}  // namespace k3::train
