@@ -197,9 +197,12 @@ void Scheduler::admit_waiting() {
     std::shared_ptr<RequestChannel> ch;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (waiting_.empty()) return;
+      if (waiting_.empty()) break;
       ch = std::move(waiting_.front());
       waiting_.pop_front();
+      // Counted as running in the same critical section: submit() must never see a request
+      // that is neither waiting nor running (it would admit one too many).
+      n_running_ = static_cast<int64_t>(running_.size()) + 1;
     }
     auto a = std::make_unique<Active>(std::move(ch), tokenizer_, opt_.n_ctx);
     const GenRequest& r = a->ch->request;
@@ -224,6 +227,7 @@ void Scheduler::admit_waiting() {
     }
     running_.push_back(std::move(a));
   }
+  n_running_ = static_cast<int64_t>(running_.size());  // drops the ones that did not start
 }
 
 bool Scheduler::build_batch() {

@@ -138,8 +138,7 @@ TEST(EverydayMessages, PluralsAndNoDoubledPrefix) {
 
   r = run_k3({"bench", "-m", kTiny, "-p", "1", "-n", "1", "-r", "1", "-t", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("1 thread, "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" CPU path, batch 1, 1 repeat\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 thread, batch 1, 1 repeat\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("1 tokens"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" 1 token "), std::string::npos) << r.out;
 

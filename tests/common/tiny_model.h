@@ -3,6 +3,7 @@
 // tests run text through. Header-only, shared by the test folders.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -36,11 +37,17 @@ inline constexpr const char* kTinyChatConfig = R"({
   }
 })";
 
-// Writes the model (and the tokenizer files) to dir/model and returns its path.
-inline std::string make_tiny_chat_model(const TempDir& dir, int seed = 7) {
+// Writes the model (and the tokenizer files) to dir/model and returns its path. A larger
+// max_positions gives requests room to run for longer (the server's drain test).
+inline std::string make_tiny_chat_model(const TempDir& dir, int seed = 7,
+                                        int64_t max_positions = 4096) {
+  std::string config = kTinyChatConfig;
+  const std::string key = "\"max_position_embeddings\": 4096";
+  config.replace(config.find(key), key.size(),
+                 "\"max_position_embeddings\": " + std::to_string(max_positions));
   const std::string model = dir.file("model");
-  const CliResult r = run_k3({"init", "--config", dir.write("tiny_config.json", kTinyChatConfig),
-                              "-o", model, "--seed", std::to_string(seed)});
+  const CliResult r = run_k3({"init", "--config", dir.write("tiny_config.json", config), "-o",
+                              model, "--seed", std::to_string(seed)});
   if (r.exit_code != 0) throw std::runtime_error("k3 init failed: " + r.err);
   for (const char* f : {"tiktoken.model", "tokenizer_config.json"}) {
     std::filesystem::copy_file(K3_SOURCE_DIR "/tests/data/tokenizer/" + std::string(f),

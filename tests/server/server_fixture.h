@@ -23,8 +23,10 @@ namespace k3::test {
 using json = nlohmann::json;
 
 struct TinyModel {
+  explicit TinyModel(int64_t max_positions = 4096)
+      : path(make_tiny_chat_model(dir, 7, max_positions)) {}
   TempDir dir;
-  std::string path = make_tiny_chat_model(dir);
+  std::string path;
   std::unique_ptr<Model> model = Model::load(path);
   Tokenizer tok = Tokenizer::load(path);
 };
