@@ -2,20 +2,21 @@
 # Builds the libFuzzer targets (tests/fuzz/) with clang, ASan and UBSan into build-fuzz/ and runs
 # each for SECONDS (default 60) from a seed corpus made of tests/data. See docs/FUZZING.md.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]    targets: safetensors config tokenizer
-#                                            tokenizer_files chat_parser (default: all)
+#                                            tokenizer_files chat_parser server_request
+#                                            (default: all)
 # Corpora grow in build-fuzz/corpus/TARGET; findings land in build-fuzz/findings/TARGET.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors config tokenizer tokenizer_files chat_parser)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors config tokenizer tokenizer_files chat_parser server_request)
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt install clang)" >&2; exit 1; }
 
 flags="-O1 -g1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link"
-# The targets read files and text only: the ops, model and engine stay out of this build.
+# The targets read files and text only: the ops, model, engine and CUDA stay out of this build.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Fuzz \
-  -DK3_FUZZ=ON -DK3_BUILD_TESTS=OFF -DK3_NATIVE=OFF -DCMAKE_CXX_FLAGS="$flags" \
+  -DK3_FUZZ=ON -DK3_BUILD_TESTS=OFF -DK3_NATIVE=OFF -DK3_CUDA=OFF -DCMAKE_CXX_FLAGS="$flags" \
   -DK3_EXCLUDE_REGEX="src/(ops|model|engine|backend|eval|api|sample)/" >/dev/null
 ninja -C build-fuzz $(printf 'fuzz_%s ' "${targets[@]}")
 
@@ -48,6 +49,7 @@ PY
     tokenizer_files) { head -c 4000 tests/data/tokenizer/tiktoken.model; printf '\0';
         cat tests/data/tokenizer/tokenizer_config.json; } >"$dir/fixture" ;;
     chat_parser) cp tests/fuzz/seeds/chat/* "$dir/" ;;
+    server_request) cp tests/fuzz/seeds/server/* "$dir/" ;;
   esac
 }
 
@@ -57,8 +59,10 @@ for t in "${targets[@]}"; do
   seed "$t"
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/findings/$t"
   echo "== fuzz_$t for ${seconds}s"
+  dict=()
+  [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
   if ! "build-fuzz/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=25 \
-      -max_len=65536 \
+      -max_len=65536 "${dict[@]}" \
       -artifact_prefix="build-fuzz/findings/$t/" -print_final_stats=1 \
       "build-fuzz/corpus/$t" "build-fuzz/seeds/$t" 2>"build-fuzz/fuzz_$t.log"; then
     echo "fuzz.sh: fuzz_$t found a problem: see build-fuzz/fuzz_$t.log and build-fuzz/findings/$t" >&2

@@ -180,14 +180,7 @@ void answer_stream(std::shared_ptr<Answer> a, httplib::Response& res) {
 
 void handle_generate(HttpContext& ctx, const httplib::Request& req, httplib::Response& res,
                      bool chat) {
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::exception& e) {
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
-  }
-  ApiRequest r = chat ? parse_chat_request(body, req.body, ctx.tok, ctx.limits)
-                      : parse_completion_request(body, ctx.tok, ctx.limits);
+  ApiRequest r = parse_request_body(req.body, chat, ctx.tok, ctx.limits);
   auto a = std::make_shared<Answer>(ctx, std::move(r), chat);
   switch (ctx.scheduler.submit(a->channel)) {
     case Admit::ok:

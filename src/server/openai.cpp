@@ -206,6 +206,18 @@ ApiRequest parse_completion_request(const json& body, const Tokenizer& tok,
   return r;
 }
 
+ApiRequest parse_request_body(const std::string& body, bool chat, const Tokenizer& tok,
+                              const ApiLimits& limits) {
+  json parsed;
+  try {
+    parsed = json::parse(body);
+  } catch (const json::exception& e) {
+    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
+  }
+  return chat ? parse_chat_request(parsed, body, tok, limits)
+              : parse_completion_request(parsed, tok, limits);
+}
+
 ChatAnswer::ChatAnswer(const Tokenizer& tok, bool thinking, bool logprobs)
     : tok_(tok), logprobs_(logprobs), parser_(chat::ParseOptions{.thinking = thinking}) {}
 

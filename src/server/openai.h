@@ -53,6 +53,10 @@ ApiRequest parse_chat_request(const json& body, const std::string& raw, const To
                               const ApiLimits& limits);
 ApiRequest parse_completion_request(const json& body, const Tokenizer& tok,
                                     const ApiLimits& limits);
+// The body text of POST /v1/chat/completions (chat) or /v1/completions: the JSON, then the
+// fields above. Throws ApiError (400) only (tests/fuzz/fuzz_server_request.cpp checks that).
+ApiRequest parse_request_body(const std::string& body, bool chat, const Tokenizer& tok,
+                              const ApiLimits& limits);
 
 // Turns a chat request's token events into OpenAI deltas (reasoning, content, completed tool
 // calls) and, at the end, the whole assistant message. Used by both the streaming and the
