@@ -3,7 +3,9 @@
 #   scripts/sanitize.sh asan   ASan + UBSan build (build-asan/) of the library, the k3 command
 #                              and the fast test subset below; any report fails the run
 #   scripts/sanitize.sh tsan   TSan build (build-tsan/) of the threaded ops tests
-# Built with the system compiler (GCC on CI); -O1 keeps the build and the run short.
+# Built with the system compiler (GCC on CI); -O1 -g1, no CUDA and no pkg-config (no server, no
+# libedit) keep the build, nearly all of each step's time, inside CI's 30 minutes on 2 cores.
+# The subsets: ASAN_SUBSET below; TSan: test_ops and the pool tests of test_engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh asan|tsan}
