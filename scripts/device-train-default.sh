@@ -68,7 +68,7 @@ fi
 
 # Held-out evaluation of every run on the same slice of the held-out text, and the default
 # model converted to the shipped format (and evaluated again, as shipped).
-head -c 200000 "$W/corpus/heldout.txt" >"$W/heldout-slice.txt"
+head -c 100000 "$W/corpus/heldout.txt" >"$W/heldout-slice.txt"
 "$K3" convert -m "$W/runs/k3-qb" -o "$W/default" --mxfp4 --force >"$W/convert.log" 2>&1
 for m in k3-qb k3-lossfree k3-none dense; do
   [ -d "$W/runs/$m" ] || continue
