@@ -5,6 +5,7 @@
 #include "core/cpu_isa.h"
 #include "core/gemm_kernels.h"
 #include "core/parallel.h"
+#include "core/scratch.h"
 
 namespace k3 {
 namespace {
@@ -33,8 +34,11 @@ const GemmKernels& kernels() {
   return *isa_pick<const GemmKernels>(&kScalarKernels, &avx2::kGemmKernels, &avx512::kGemmKernels);
 }
 
-// Cache blocking: a task owns a block of C (a few row tiles x kBlockCols columns) and walks k
-// in slabs of kDepth, so the slab of B it reuses across its row tiles stays in L2.
+// Cache blocking: a task owns a block of C (all its rows when the product runs on one thread,
+// else a few row tiles, x kBlockCols columns) and walks k in slabs of kDepth, so the slab of B
+// it reuses across its row tiles stays in L2 and B is read from memory once per task. Each
+// row tile of A is packed (kDepth x mr, contiguous) once per slab and reused across the
+// block's column tiles.
 constexpr int64_t kDepth = 256;
 constexpr int64_t kBlockCols = 256;
 constexpr int64_t kTilesPerTask = 4;
@@ -48,15 +52,25 @@ struct Product {
   int64_t ldc;
 };
 
+// out[p * rows + r] = A(i + r, p0 + p) for r < rows, p < kc.
+void pack_a(const GemmA& a, int64_t i, int64_t rows, int64_t p0, int64_t kc, float* out) {
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* col = a.data + i * a.row_stride + (p0 + p) * a.col_stride;
+    for (int64_t r = 0; r < rows; ++r) out[p * rows + r] = col[r * a.row_stride];
+  }
+}
+
 void run_block(const GemmKernels& K, const Product& q, int64_t i0, int64_t i1, int64_t j0,
                int64_t j1) {
+  float* packed = thread_scratch<float, struct GemmPackTag>(static_cast<size_t>(kDepth * K.mr));
   for (int64_t p0 = 0; p0 < q.k; p0 += kDepth) {
     const int64_t kc = std::min(kDepth, q.k - p0);
     for (int64_t i = i0; i < i1; i += K.mr) {
-      const float* ai = q.a.data + i * q.a.row_stride + p0 * q.a.col_stride;
+      const int64_t rows = std::min(K.mr, i1 - i);
+      pack_a(q.a, i, rows, p0, kc, packed);
       for (int64_t j = j0; j < j1; j += K.nr) {
-        K.tile(std::min(K.mr, i1 - i), std::min(K.nr, j1 - j), kc, ai, q.a.row_stride,
-               q.a.col_stride, q.b + p0 * q.ldb + j, q.ldb, q.c + i * q.ldc + j, q.ldc);
+        K.tile(rows, std::min(K.nr, j1 - j), kc, packed, 1, rows, q.b + p0 * q.ldb + j, q.ldb,
+               q.c + i * q.ldc + j, q.ldc);
       }
     }
   }
@@ -69,10 +83,12 @@ void gemm_acc(int64_t m, int64_t n, int64_t k, GemmA a, const float* b, int64_t 
   if (m <= 0 || n <= 0 || k <= 0) return;
   const GemmKernels& K = kernels();
   const Product q{m, n, k, a, b, ldb, c, ldc};
-  const int64_t task_rows = K.mr * kTilesPerTask;
+  const bool threaded =
+      m * n * k >= (int64_t{1} << 18) && !ThreadPool::on_worker() && thread_pool().size() > 1;
+  const int64_t task_rows = threaded ? K.mr * kTilesPerTask : m;
   const int64_t row_blocks = (m + task_rows - 1) / task_rows;
   const int64_t col_blocks = (n + kBlockCols - 1) / kBlockCols;
-  parallel_for(row_blocks * col_blocks, m * n * k >= (int64_t{1} << 18), [&](int64_t t) {
+  parallel_for(row_blocks * col_blocks, threaded, [&](int64_t t) {
     const int64_t i0 = (t / col_blocks) * task_rows, j0 = (t % col_blocks) * kBlockCols;
     run_block(K, q, i0, std::min(m, i0 + task_rows), j0, std::min(n, j0 + kBlockCols));
   });
