@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/fast_math.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 
@@ -17,12 +18,12 @@ void check_targets(const int64_t* targets, int64_t T, int64_t V) {
   }
 }
 
-// Σ_v e^{x_v − mx} of one row (mx its maximum): each exponential in float (within an ulp or
-// two, and the shift keeps it in (0, 1]), summed in double; kept in e[V] when e is given.
+// Σ_v e^{x_v − mx} of one row (mx its maximum): each exponential in float (core/fast_math.h,
+// within 3 ulp; the shift keeps it in (0, 1]), summed in double; kept in e[V] when e is given.
 double shifted_exp_sum(const float* x, int64_t V, float mx, float* e) {
   double sum = 0;
   for (int64_t v = 0; v < V; ++v) {
-    const float p = std::exp(x[v] - mx);
+    const float p = exp_fast(x[v] - mx);
     if (e != nullptr) e[v] = p;
     sum += p;
   }
