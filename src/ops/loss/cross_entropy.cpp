@@ -18,15 +18,13 @@ void check_targets(const int64_t* targets, int64_t T, int64_t V) {
   }
 }
 
-// Σ_v e^{x_v − mx} of one row (mx its maximum): each exponential in float (core/fast_math.h,
-// within 3 ulp; the shift keeps it in (0, 1]), summed in double; kept in e[V] when e is given.
+// Σ_v e^{x_v − mx} of one row (mx its maximum), the exponentials kept in e[V]: each in float
+// (core/fast_math.h, within 3 ulp; the shift keeps it in (0, 1]; a loop that vectorises),
+// then summed in double.
 double shifted_exp_sum(const float* x, int64_t V, float mx, float* e) {
+  for (int64_t v = 0; v < V; ++v) e[v] = exp_fast(x[v] - mx);
   double sum = 0;
-  for (int64_t v = 0; v < V; ++v) {
-    const float p = exp_fast(x[v] - mx);
-    if (e != nullptr) e[v] = p;
-    sum += p;
-  }
+  for (int64_t v = 0; v < V; ++v) sum += e[v];
   return sum;
 }
 
@@ -36,9 +34,10 @@ void cross_entropy(const float* logits, const int64_t* targets, int64_t T, int64
   check_targets(targets, T, V);
   parallel_for(T, T * V > (int64_t{1} << 15), [&](int64_t t) {
     const float* x = logits + t * V;
+    float* e = thread_scratch<float, struct SoftmaxTag>(static_cast<size_t>(V));  // [V]
     const float mx = *std::max_element(x, x + V);
-    loss[t] = static_cast<float>(mx + std::log(shifted_exp_sum(x, V, mx, nullptr)) -
-                                 double(x[targets[t]]));
+    loss[t] =
+        static_cast<float>(mx + std::log(shifted_exp_sum(x, V, mx, e)) - double(x[targets[t]]));
   });
 }
 
