@@ -30,7 +30,8 @@ struct Server::Impl {
             .cache_bytes = o.cache_bytes,
             .cache_entries = o.cache_entries,
             .cache_every = o.cache_every,
-            .block_tokens = o.block_tokens};
+            .block_tokens = o.block_tokens,
+            .step_delay_ms = o.test_step_delay_ms};
   }
 
   void routes();

@@ -61,6 +61,8 @@ SchedulerOptions checked(SchedulerOptions o, const Model& m) {
   check(o.n_ctx >= 2 && o.n_ctx <= m.max_positions(), "the context ", o.n_ctx,
         " must be within [2, ", m.max_positions(), "] (the model's max_position_embeddings)");
   check(o.step_tokens >= 1, "the step token budget must be at least 1, got ", o.step_tokens);
+  check(o.step_delay_ms >= 0 && o.step_delay_ms <= 10000,
+        "the test step delay must be within [0, 10000] ms, got ", o.step_delay_ms);
   if (o.cache_bytes == 0) o.cache_entries = 0;
   return o;
 }
@@ -158,7 +160,11 @@ void Scheduler::loop() {
     }
     drop_cancelled();
     admit_waiting();
-    if (build_batch()) run_step();
+    if (build_batch()) {
+      run_step();
+      if (opt_.step_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(opt_.step_delay_ms));
+    }
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [](const std::unique_ptr<Active>& a) { return a->done; }),
                    running_.end());

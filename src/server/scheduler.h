@@ -36,6 +36,7 @@ struct SchedulerOptions {
   int64_t cache_entries = 256;    // prefix cache entries at most
   int64_t cache_every = 64;       // snapshot boundary in tokens (a multiple of block_tokens)
   int64_t block_tokens = 16;
+  int64_t step_delay_ms = 0;  // test knob: a pause after each step (a slow engine)
 };
 
 enum class Admit { ok, full, draining };
