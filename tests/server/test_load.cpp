@@ -223,6 +223,47 @@ TEST(ServerLoad, TricklingClientIsDroppedAtTheRequestTimeout) {
   EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("after", 2).dump()).status, 200);
 }
 
+// A client waiting for a whole (non-streaming) answer that closes its socket cancels the
+// request: the server, which writes nothing before the end, notices the closed socket and the
+// scheduler frees the sequence at its next step.
+TEST(ServerLoad, ClosedSocketCancelsAWholeAnswer) {
+  // 20 ms per step, stop ids banned: the whole answer (up to the 4096 context) takes > 1 min.
+  LiveServer s({.parallel = 1, .cache_bytes = 0, .test_step_delay_ms = 20});
+  json body = chat_body("Write a long answer", 100000);
+  for (int32_t id : tiny().tok.stop_ids()) body["logit_bias"][std::to_string(id)] = -100;
+  const std::string b = body.dump();
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(b.size()) + "\r\n\r\n" + b;
+  const std::string before = get(s, "/metrics").text;
+  const int fd = connect_loopback(s.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string m;
+  for (int i = 0; i < 300 && metric(m, "k3_running_sequences") != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    m = get(s, "/metrics").text;
+  }
+  ASSERT_EQ(metric(m, "k3_running_sequences"), 1);
+  close(fd);
+  m = settled_metrics(s);  // at most 30 s; uncancelled, the answer would run for over a minute
+  EXPECT_EQ(metric(m, "k3_running_sequences"), 0);
+  EXPECT_EQ(metric(m, "k3_requests_cancelled_total"),
+            metric(before, "k3_requests_cancelled_total") + 1);
+  EXPECT_EQ(metric(m, "k3_engine_free_blocks"), metric(m, "k3_engine_total_blocks")) << m;
+  EXPECT_EQ(metric(m, "k3_engine_free_entries"), metric(m, "k3_engine_max_entries")) << m;
+  // The handler answers 499 to nobody (logged once its thread wakes: bounded wait).
+  const std::string closed_code = "k3_http_responses_total{code=\"499\"}";
+  for (int i = 0; i < 100 && metric(m, closed_code) != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    m = get(s, "/metrics").text;
+  }
+  EXPECT_EQ(metric(m, closed_code), 1) << m;
+  EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("after", 2).dump()).status, 200);
+}
+
 TEST(ServerLoad, GracefulStopEndsStreamsCleanly) {
   // A long context, so that the stream outlives the grace time on a fast machine too (4096
   // tokens of the tiny model take ~0.2 s, less than the drain checks below wait).
