@@ -50,8 +50,8 @@ bool JsonConstraint::is_stop(int32_t id) const {
 }
 
 bool JsonConstraint::must_close_think(int64_t remaining) const {
-  // <|close|>, the transition, and the shortest object "{}".
-  return remaining <= 1 + static_cast<int64_t>(t_.to_response.size()) + 2;
+  // <|close|>, the transition, the shortest object "{}" and a stop id.
+  return remaining <= 1 + static_cast<int64_t>(t_.to_response.size()) + 2 + 1;
 }
 
 bool JsonConstraint::json_allows(int32_t id, int64_t remaining) const {
@@ -60,8 +60,8 @@ bool JsonConstraint::json_allows(int32_t id, int64_t remaining) const {
   JsonPrefix next = json_;
   for (char c : p)
     if (!next.push(static_cast<unsigned char>(c))) return false;
-  // Room left after this token to close the object, a byte per token at worst.
-  return next.complete() || next.closing_size() <= remaining - 1;
+  // Room left after this token to close the object (a byte per token at worst) and to stop.
+  return next.complete() || next.closing_size() <= remaining - 2;
 }
 
 bool JsonConstraint::mask_json(std::span<float> logits, int64_t remaining) const {

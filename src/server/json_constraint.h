@@ -8,8 +8,8 @@
 //   forced     the rest of `<|close|>think<|sep|><|open|>response<|sep|>`, one id per step;
 //   json       plain (non-special) tokens whose bytes keep the content a JSON object prefix,
 //              and that leave enough tokens under the request's limit to close the object
-//              (every continuation byte is a token of a byte-level vocabulary, so the object
-//              closes in closing_size() more tokens at worst);
+//              and stop (every continuation byte is a token of a byte-level vocabulary, so
+//              the object closes in closing_size() more tokens at worst);
 //   done       the object closed: only a stop id.
 #pragma once
 

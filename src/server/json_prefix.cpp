@@ -31,6 +31,7 @@ HexRange hex_range(uint32_t v, int left) {
 
 bool JsonPrefix::push(unsigned char c) {
   JsonPrefix next = *this;
+  next.space_run_ = 0;  // only whitespace between tokens continues a run
   bool ok = false;
   switch (mode_) {
     case Mode::string:
@@ -79,6 +80,7 @@ bool JsonPrefix::push(unsigned char c) {
       if (ok && *++next.literal_ == '\0') next.value_done();
       break;
     default:
+      next.space_run_ = space_run_;
       ok = next.structural(c);
   }
   if (ok) *this = next;
@@ -105,7 +107,12 @@ bool JsonPrefix::close(unsigned char c) {
 }
 
 bool JsonPrefix::structural(unsigned char c) {
-  if (is_space(c)) return mode_ != Mode::done;
+  if (is_space(c)) {
+    if (mode_ == Mode::start || mode_ == Mode::done || space_run_ >= kMaxSpaceRun) return false;
+    ++space_run_;
+    return true;
+  }
+  space_run_ = 0;
   switch (mode_) {
     case Mode::start:
       return c == '{' && open(true);

@@ -6,8 +6,9 @@
 //
 // Strings must be valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF) and
 // a \u escape of a surrogate must be a high one followed by a low one, as strict parsers
-// (nlohmann, serde) require. Containers nest at most kMaxDepth deep. Nothing, not even
-// whitespace, is accepted after the object closed: the answer ends there.
+// (nlohmann, serde) require. Containers nest at most kMaxDepth deep. Whitespace may not come
+// before the object nor after it (the answer starts with '{' and ends where the object closes),
+// and at most kMaxSpaceRun bytes of it in a row (a model cannot fill its answer with it).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ namespace k3::server {
 class JsonPrefix {
  public:
   static constexpr int kMaxDepth = 64;
+  static constexpr int kMaxSpaceRun = 20;  // whitespace bytes in a row between tokens
 
   bool push(unsigned char c);  // false (state unchanged) when c makes the prefix invalid
   bool complete() const { return mode_ == Mode::done; }
@@ -72,6 +74,7 @@ class JsonPrefix {
   uint16_t hex_value_ = 0;                   // the digits so far
   bool want_low_ = false;                    // this \u must be a low surrogate
   const char* literal_ = nullptr;            // the rest of true / false / null
+  uint8_t space_run_ = 0;                    // whitespace bytes just before
 };
 
 }  // namespace k3::server
