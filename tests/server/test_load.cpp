@@ -120,7 +120,9 @@ TEST(ServerLoad, SixtyFourStreamsWithRandomCancellations) {
 }
 
 TEST(ServerLoad, FullServerAnswers429AndADisconnectFreesTheSlot) {
-  LiveServer s({.parallel = 1, .max_queue = 0, .cache_bytes = 0});
+  // 10 ms per step: the held stream lasts until the hang-up, even when a loaded machine delays
+  // the /metrics polls below (the tiny model writes its 4096 tokens in ~0.2 s otherwise).
+  LiveServer s({.parallel = 1, .max_queue = 0, .cache_bytes = 0, .test_step_delay_ms = 10});
   std::atomic<bool> hang_up{false};
   StreamReply long_reply;
   std::thread holder([&] {
@@ -265,11 +267,13 @@ TEST(ServerLoad, ClosedSocketCancelsAWholeAnswer) {
 }
 
 TEST(ServerLoad, GracefulStopEndsStreamsCleanly) {
-  // A long context, so that the stream outlives the grace time on a fast machine too (4096
-  // tokens of the tiny model take ~0.2 s, less than the drain checks below wait).
+  // A long context and 5 ms per step, so that the stream outlives the grace time on a fast
+  // machine too and the /metrics polls see it on a loaded one (4096 tokens of the tiny model
+  // take ~0.2 s, less than the drain checks below wait).
   static TinyModel* long_context = new TinyModel(1 << 16);
   auto s = std::make_unique<LiveServer>(
-      ServerOptions{.n_ctx = 1 << 16, .parallel = 2, .cache_bytes = 0}, *long_context);
+      ServerOptions{.n_ctx = 1 << 16, .parallel = 2, .cache_bytes = 0, .test_step_delay_ms = 5},
+      *long_context);
   // Stop tokens banned: the random model must not end the stream by itself before the drain.
   json body = stream_body(3, 100000);
   for (int32_t id : long_context->tok.stop_ids()) body["logit_bias"][std::to_string(id)] = -100;
