@@ -1,5 +1,5 @@
 // Small dense fp32 products for the optimiser (Newton–Schulz works on one weight matrix at a
-// time, a few hundred rows): row-major, accumulated in fp32, parallel over output rows.
+// time, a few hundred rows): row-major, fp32, on the dispatched GEMM kernels (core/gemm.h).
 #pragma once
 
 #include <cstdint>

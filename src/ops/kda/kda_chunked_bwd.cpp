@@ -7,7 +7,8 @@
 //   dṼ = QKᵀ do + (e^{Γ_n−Γ} ⊙ k) dS'ᵀ…,  dS = (e^Γ ⊙ q)ᵀ do + Diag(e^{Γ_n}) dS' − Wᵀ dṼ,
 //   dTm = −dṼ Sᵀ (e^Γ ⊙ k)ᵀ + dṼ vᵀ,  dInv = dTm Diag(β),  dM = −Invᵀ dInv Invᵀ (s < r),
 // then through KK, QK and the decays into dq, dk, dΓ, and dg = reverse cumsum of dΓ.
-// Only the chunk-start states are kept (one [K, V] per chunk), recomputed by a forward pass.
+// A forward pass over the chunks keeps each chunk's start state and intermediates
+// (O(n² + n·(K+V)) per chunk) for the walk back.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -26,13 +27,19 @@ struct Mat2 {  // a small dense row-major matrix in double
   double operator()(int64_t i, int64_t j) const { return a[i * cols + j]; }
 };
 
+// Decays e^{Γ_r − Γ_s} are formed as e^{Γ_r} · e^{−Γ_s} (two exps per token instead of one
+// per token pair) on channels whose |Γ| stays under kSplitMax over the chunk, where neither
+// factor over- or underflows a double; other channels take the pairwise exp.
+constexpr double kSplitMax = 600.0;
+
 // The chunk's inputs for one head, widened, and its forward intermediates.
 struct Chunk {
   int64_t n, K, V;
-  Mat2 q, k, v, gam, ed;  // [n, K] (v: [n, V]); Γ; e^Γ
-  Mat2 E;                 // [n, K]: e^{Γ_n − Γ_r}, the decay from token r to the chunk end
+  Mat2 q, k, v, gam, ed, eneg;  // [n, K] (v: [n, V]); Γ; e^Γ; e^{−Γ} (split channels)
+  Mat2 E;  // [n, K]: e^{Γ_n − Γ_r}, the decay from token r to the chunk end
   std::vector<double> en, beta;  // e^{Γ_n} [K]; β [n]
-  std::vector<double> D;         // [n, n, K]: e^{Γ_r − Γ_s} for s ≤ r
+  std::vector<char> split;       // [K]: the channel's decays are products of the two factors
+  bool all_split = true;
   Mat2 KK, QK, Inv, Tm, W, U, Vn;
 
   Chunk(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t n_)
@@ -44,10 +51,11 @@ struct Chunk {
         v(n, V),
         gam(n, K),
         ed(n, K),
+        eneg(n, K),
         E(n, K),
         en(static_cast<size_t>(K)),
         beta(static_cast<size_t>(n)),
-        D(static_cast<size_t>(n * n * K), 0.0),
+        split(static_cast<size_t>(K), 1),
         KK(n, n),
         QK(n, n),
         Inv(n, n),
@@ -62,20 +70,33 @@ struct Chunk {
         k(r, i) = in.k[row * K + i];
         gam(r, i) = (r ? gam(r - 1, i) : 0.0) + in.g[row * K + i];
         ed(r, i) = std::exp(gam(r, i));
+        if (!(std::fabs(gam(r, i)) <= kSplitMax)) split[i] = 0;
       }
       for (int64_t j = 0; j < V; ++j) v(r, j) = in.v[row * V + j];
       beta[r] = in.beta[(t0 + r) * s.H + h];
     }
-    for (int64_t i = 0; i < K; ++i) en[i] = ed(n - 1, i);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t i = 0; i < K; ++i) E(r, i) = std::exp(gam(n - 1, i) - gam(r, i));
+    for (int64_t i = 0; i < K; ++i) {
+      en[i] = ed(n - 1, i);
+      all_split = all_split && split[i];
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t i = 0; i < K; ++i) {
+        if (split[i]) {
+          eneg(r, i) = std::exp(-gam(r, i));
+          E(r, i) = en[i] * eneg(r, i);
+        } else {
+          E(r, i) = std::exp(gam(n - 1, i) - gam(r, i));
+        }
+      }
+    }
+    std::vector<double> D(static_cast<size_t>(K));
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t c = 0; c <= r; ++c) {
+        decay_row(r, c, D.data());
         double kk = 0, qk = 0;
         for (int64_t i = 0; i < K; ++i) {
-          const double d = D[(r * n + c) * K + i] = std::exp(gam(r, i) - gam(c, i));
-          kk += k(r, i) * k(c, i) * d;
-          qk += q(r, i) * k(c, i) * d;
+          kk += k(r, i) * k(c, i) * D[i];
+          qk += q(r, i) * k(c, i) * D[i];
         }
         KK(r, c) = c < r ? kk : 0.0;
         QK(r, c) = qk;
@@ -97,6 +118,17 @@ struct Chunk {
         for (int64_t j = 0; j < V; ++j) U(r, j) += Tm(r, c) * v(c, j);
       }
     }
+  }
+
+  // out[K] = D_rs = e^{Γ_r − Γ_s} per channel (s ≤ r).
+  void decay_row(int64_t r, int64_t s, double* out) const {
+    const double *er = &ed.a[r * K], *es = &eneg.a[s * K];
+    if (all_split) {
+      for (int64_t i = 0; i < K; ++i) out[i] = er[i] * es[i];
+      return;
+    }
+    for (int64_t i = 0; i < K; ++i)
+      out[i] = split[i] ? er[i] * es[i] : std::exp(gam(r, i) - gam(s, i));
   }
 
   // Ṽ = U − W S for the state S [K, V] at the chunk start.
@@ -199,6 +231,7 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
     }
   }
   Mat2 dInv(n, n), dM(n, n), tmp(n, n);
+  std::vector<double> D(static_cast<size_t>(K));
   for (int64_t r = 0; r < n; ++r) {  // Tm = Inv Diag(β)
     for (int64_t s = 0; s <= r; ++s) {
       dInv(r, s) = dTm(r, s) * c.beta[s];
@@ -224,7 +257,7 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
       if (s < r) g.dbeta[r] += dM(r, s) * c.KK(r, s);
       double dqk = 0;
       for (int64_t j = 0; j < V; ++j) dqk += dO(r, j) * c.Vn(s, j);
-      const double* D = &c.D[(r * n + s) * K];
+      c.decay_row(r, s, D.data());
       for (int64_t i = 0; i < K; ++i) {
         const double kk_term = dkk * D[i], qk_term = dqk * D[i];
         g.dk(r, i) += kk_term * c.k(s, i);
@@ -250,7 +283,9 @@ void add_rows(float* dst, int64_t t0, int64_t H, int64_t h, const Mat2& m) {
 void head_bwd(const KdaInputs& in, KdaShape s, int64_t h, const float* S0, const float* d_o,
               const KdaGrads& d, int64_t C) {
   const int64_t T = s.T, K = s.K, V = s.V, n_chunks = (T + C - 1) / C;
-  std::vector<Mat2> starts;  // the state at each chunk's start
+  std::vector<Mat2> starts;   // the state at each chunk's start
+  std::vector<Chunk> chunks;  // each chunk's forward intermediates (Ṽ from its start state)
+  chunks.reserve(static_cast<size_t>(n_chunks));
   Mat2 S(K, V);
   if (S0 != nullptr) {
     for (int64_t i = 0; i < K * V; ++i) S.a[i] = S0[h * K * V + i];
@@ -258,15 +293,14 @@ void head_bwd(const KdaInputs& in, KdaShape s, int64_t h, const float* S0, const
   for (int64_t ci = 0; ci < n_chunks; ++ci) {
     starts.push_back(S);
     const int64_t t0 = ci * C;
-    Chunk c(in, s, h, t0, std::min(C, T - t0));
+    Chunk& c = chunks.emplace_back(in, s, h, t0, std::min(C, T - t0));
     c.new_values(S);
     c.advance(S);
   }
   Mat2 dS(K, V);
   for (int64_t ci = n_chunks - 1; ci >= 0; --ci) {
     const int64_t t0 = ci * C, n = std::min(C, T - t0);
-    Chunk c(in, s, h, t0, n);
-    c.new_values(starts[ci]);
+    const Chunk& c = chunks[ci];
     Mat2 dO(n, V);
     for (int64_t r = 0; r < n; ++r)
       for (int64_t j = 0; j < V; ++j) dO(r, j) = d_o[((t0 + r) * s.H + h) * V + j];
