@@ -229,11 +229,12 @@ int cmd_bench(int argc, char** argv) {
        Option("batch", "b", "LIST", "sequences running together", "1"),
        Option("repeats", "r", "N", "repeats per test (median reported)", "5").range(1),
        Option("threads", "t", "LIST", "thread counts (default: physical cores)", ""),
-       Option("output", "o", "FMT", "md, json or csv", "md"), seed_option("0")});
+       Option("output", "o", "FMT", "md, json or csv", "md"), device_option(), seed_option("0")});
   if (!args.parse(argc, argv)) return 0;
   const std::string fmt = args.str("output");
   check(fmt == "md" || fmt == "json" || fmt == "csv", "-o must be md, json or csv, got '", fmt,
         "'");
+  apply_device(args);
   const std::vector<Test> tests = plan_tests(args);
   const std::string dir = resolve_model_dir(args);
   const CheckpointSummary ck = describe_checkpoint(dir);
