@@ -11,10 +11,13 @@
 // (O(n² + n·(K+V)) per chunk) for the walk back.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
+#include "core/error.h"
 #include "core/parallel.h"
 #include "ops/kda/kda.h"
+#include "ops/kda/kda_chunked_train.h"
 
 namespace k3 {
 namespace {
@@ -153,6 +156,24 @@ struct Chunk {
   }
 };
 
+// o_r = (e^{Γ_r} ⊙ q_r)ᵀ S + Σ_{s≤r} QK_rs Ṽ_s for the chunk's rows, written to
+// o[(t0 + r) * ld_o + j] (o points at the head's first column).
+void chunk_output(const Chunk& c, int64_t t0, const Mat2& S, float* o, int64_t ld_o) {
+  std::vector<double> acc(static_cast<size_t>(c.V));
+  for (int64_t r = 0; r < c.n; ++r) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t i = 0; i < c.K; ++i) {
+      const double qi = c.ed(r, i) * c.q(r, i);
+      for (int64_t j = 0; j < c.V; ++j) acc[j] += qi * S(i, j);
+    }
+    for (int64_t t = 0; t <= r; ++t) {
+      const double a = c.QK(r, t);
+      for (int64_t j = 0; j < c.V; ++j) acc[j] += a * c.Vn(t, j);
+    }
+    for (int64_t j = 0; j < c.V; ++j) o[(t0 + r) * ld_o + j] = static_cast<float>(acc[j]);
+  }
+}
+
 struct ChunkGrads {
   Mat2 dq, dk, dv, dgam;
   std::vector<double> dbeta;
@@ -280,32 +301,49 @@ void add_rows(float* dst, int64_t t0, int64_t H, int64_t h, const Mat2& m) {
       dst[((t0 + r) * H + h) * m.cols + i] += static_cast<float>(m(r, i));
 }
 
-void head_bwd(const KdaInputs& in, KdaShape s, int64_t h, const float* S0, const float* d_o,
-              const KdaGrads& d, int64_t C) {
-  const int64_t T = s.T, K = s.K, V = s.V, n_chunks = (T + C - 1) / C;
+// One head's forward over the chunks: each chunk's start state and intermediates.
+struct HeadChunks {
   std::vector<Mat2> starts;   // the state at each chunk's start
   std::vector<Chunk> chunks;  // each chunk's forward intermediates (Ṽ from its start state)
-  chunks.reserve(static_cast<size_t>(n_chunks));
+};
+
+// The chunks of head h from the state S0 (nullptr: zero); leaves the final state in S_end and,
+// when o is given, writes the head's outputs o [T, H, V] (rows of head h).
+HeadChunks head_forward(const KdaInputs& in, KdaShape s, int64_t h, const float* S0, int64_t C,
+                        float* S_end, float* o) {
+  const int64_t T = s.T, K = s.K, V = s.V, n_chunks = (T + C - 1) / C;
+  HeadChunks hc;
+  hc.chunks.reserve(static_cast<size_t>(n_chunks));
   Mat2 S(K, V);
   if (S0 != nullptr) {
     for (int64_t i = 0; i < K * V; ++i) S.a[i] = S0[h * K * V + i];
   }
   for (int64_t ci = 0; ci < n_chunks; ++ci) {
-    starts.push_back(S);
+    hc.starts.push_back(S);
     const int64_t t0 = ci * C;
-    Chunk& c = chunks.emplace_back(in, s, h, t0, std::min(C, T - t0));
+    Chunk& c = hc.chunks.emplace_back(in, s, h, t0, std::min(C, T - t0));
     c.new_values(S);
+    if (o != nullptr) chunk_output(c, t0, S, o + h * V, s.H * V);
     c.advance(S);
   }
+  if (S_end != nullptr) {
+    for (int64_t i = 0; i < K * V; ++i) S_end[h * K * V + i] = static_cast<float>(S.a[i]);
+  }
+  return hc;
+}
+
+void head_backward(const HeadChunks& hc, KdaShape s, int64_t h, const float* d_o, const KdaGrads& d,
+                   int64_t C) {
+  const int64_t T = s.T, K = s.K, V = s.V, n_chunks = (T + C - 1) / C;
   Mat2 dS(K, V);
   for (int64_t ci = n_chunks - 1; ci >= 0; --ci) {
     const int64_t t0 = ci * C, n = std::min(C, T - t0);
-    const Chunk& c = chunks[ci];
+    const Chunk& c = hc.chunks[ci];
     Mat2 dO(n, V);
     for (int64_t r = 0; r < n; ++r)
       for (int64_t j = 0; j < V; ++j) dO(r, j) = d_o[((t0 + r) * s.H + h) * V + j];
     ChunkGrads g(n, K, V);
-    chunk_back(c, starts[ci], dO, dS, g);
+    chunk_back(c, hc.starts[ci], dO, dS, g);
     Mat2 dg(n, K);  // Γ = cumsum g: dg_t = Σ_{r ≥ t} dΓ_r
     for (int64_t i = 0; i < K; ++i) {
       double acc = 0;
@@ -321,17 +359,50 @@ void head_bwd(const KdaInputs& in, KdaShape s, int64_t h, const float* S0, const
   }
 }
 
+bool worth_threads(KdaShape s) { return s.T * s.K * s.V > 4096; }
+
 }  // namespace
+
+struct KdaChunkedSaved {
+  KdaShape shape;
+  int64_t chunk;
+  std::vector<HeadChunks> heads;
+};
 
 void kda_chunked_bwd(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
                      const KdaGrads& d, int64_t chunk) {
-  parallel_for(s.H, s.T * s.K * s.V > 4096,
-               [&](int64_t h) { head_bwd(in, s, h, S0, d_o, d, chunk); });
+  parallel_for(s.H, worth_threads(s), [&](int64_t h) {
+    head_backward(head_forward(in, s, h, S0, chunk, nullptr, nullptr), s, h, d_o, d, chunk);
+  });
 }
 
 void kda_chunked_bwd_64(const KdaInputs& in, KdaShape s, const float* S0, const float* d_o,
                         const KdaGrads& d) {
   kda_chunked_bwd(in, s, S0, d_o, d, 64);
+}
+
+std::shared_ptr<const KdaChunkedSaved> kda_chunked_train_fwd(const KdaInputs& in, KdaShape s,
+                                                             const float* S0, float* S, float* o,
+                                                             int64_t chunk) {
+  check(chunk >= 1, "kda chunked forward: chunk length ", chunk);
+  auto saved = std::make_shared<KdaChunkedSaved>();
+  saved->shape = s;
+  saved->chunk = chunk;
+  saved->heads.resize(static_cast<size_t>(s.H));
+  parallel_for(s.H, worth_threads(s), [&](int64_t h) {
+    saved->heads[static_cast<size_t>(h)] = head_forward(in, s, h, S0, chunk, S, o);
+  });
+  return saved;
+}
+
+void kda_chunked_bwd_saved(const KdaChunkedSaved& saved, KdaShape s, const float* d_o,
+                           const KdaGrads& d) {
+  check(
+      saved.shape.T == s.T && saved.shape.H == s.H && saved.shape.K == s.K && saved.shape.V == s.V,
+      "kda chunked backward: the saved forward is of another shape");
+  parallel_for(s.H, worth_threads(s), [&](int64_t h) {
+    head_backward(saved.heads[static_cast<size_t>(h)], s, h, d_o, d, saved.chunk);
+  });
 }
 
 }  // namespace k3
