@@ -107,10 +107,10 @@ struct Chunk {
     }
     for (int64_t r = 0; r < n; ++r) {  // Inv = (I + M)⁻¹, unit lower-triangular
       Inv(r, r) = 1.0;
-      for (int64_t c = 0; c < r; ++c) {
-        double acc = 0;
-        for (int64_t m = c; m < r; ++m) acc += beta[r] * KK(r, m) * Inv(m, c);
-        Inv(r, c) = -acc;
+      // Inv(r, c) = −Σ_{c ≤ m < r} β_r KK(r, m) Inv(m, c), by rows of Inv (contiguous).
+      for (int64_t m = 0; m < r; ++m) {
+        const double x = beta[r] * KK(r, m);
+        for (int64_t c = 0; c <= m; ++c) Inv(r, c) -= x * Inv(m, c);
       }
     }
     for (int64_t r = 0; r < n; ++r)
@@ -136,21 +136,22 @@ struct Chunk {
 
   // Ṽ = U − W S for the state S [K, V] at the chunk start.
   void new_values(const Mat2& S) {
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t j = 0; j < V; ++j) {
-        double acc = U(r, j);
-        for (int64_t i = 0; i < K; ++i) acc -= W(r, i) * S(i, j);
-        Vn(r, j) = acc;
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t j = 0; j < V; ++j) Vn(r, j) = U(r, j);
+      for (int64_t i = 0; i < K; ++i) {
+        const double w = W(r, i);
+        for (int64_t j = 0; j < V; ++j) Vn(r, j) -= w * S(i, j);
       }
+    }
   }
 
   // S ← Diag(e^{Γ_n}) S + (e^{Γ_n − Γ} ⊙ k)ᵀ Ṽ.
   void advance(Mat2& S) const {
-    for (int64_t i = 0; i < K; ++i) {
-      for (int64_t j = 0; j < V; ++j) {
-        double acc = en[i] * S(i, j);
-        for (int64_t r = 0; r < n; ++r) acc += E(r, i) * k(r, i) * Vn(r, j);
-        S(i, j) = acc;
+    for (int64_t i = 0; i < K; ++i) {  // row i of S in place: it reads only row i
+      for (int64_t j = 0; j < V; ++j) S(i, j) *= en[i];
+      for (int64_t r = 0; r < n; ++r) {
+        const double e = E(r, i) * k(r, i);
+        for (int64_t j = 0; j < V; ++j) S(i, j) += e * Vn(r, j);
       }
     }
   }
@@ -187,11 +188,13 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
   const int64_t n = c.n, K = c.K, V = c.V;
   Mat2 dVn(n, V), dTm(n, n), dW(n, K), dkd(n, K);
   for (int64_t r = 0; r < n; ++r) {  // dṼ = QKᵀ dO + kde dS'
-    for (int64_t j = 0; j < V; ++j) {
-      double acc = 0;
-      for (int64_t t = r; t < n; ++t) acc += c.QK(t, r) * dO(t, j);
-      for (int64_t i = 0; i < K; ++i) acc += c.E(r, i) * c.k(r, i) * dS(i, j);
-      dVn(r, j) = acc;
+    for (int64_t t = r; t < n; ++t) {
+      const double a = c.QK(t, r);
+      for (int64_t j = 0; j < V; ++j) dVn(r, j) += a * dO(t, j);
+    }
+    for (int64_t i = 0; i < K; ++i) {
+      const double e = c.E(r, i) * c.k(r, i);
+      for (int64_t j = 0; j < V; ++j) dVn(r, j) += e * dS(i, j);
     }
   }
   std::vector<double> dGn(static_cast<size_t>(K), 0.0);
@@ -210,11 +213,10 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
   }
   Mat2 dS_prev(K, V);
   for (int64_t i = 0; i < K; ++i) {
-    for (int64_t j = 0; j < V; ++j) {
-      double acc = c.en[i] * dS(i, j);
-      for (int64_t r = 0; r < n; ++r)
-        acc += c.ed(r, i) * c.q(r, i) * dO(r, j) - c.W(r, i) * dVn(r, j);
-      dS_prev(i, j) = acc;
+    for (int64_t j = 0; j < V; ++j) dS_prev(i, j) = c.en[i] * dS(i, j);
+    for (int64_t r = 0; r < n; ++r) {
+      const double a = c.ed(r, i) * c.q(r, i), w = c.W(r, i);
+      for (int64_t j = 0; j < V; ++j) dS_prev(i, j) += a * dO(r, j) - w * dVn(r, j);
     }
   }
   for (int64_t r = 0; r < n; ++r) {  // o ∋ (e^Γ ⊙ q) S;  W: dW = −dṼ Sᵀ
@@ -237,19 +239,18 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
       dTm(r, s) = acc;
     }
   }
-  for (int64_t s = 0; s < n; ++s) {
+  Mat2 dv(n, V);
+  for (int64_t s = 0; s < n; ++s) {  // dkd = Tmᵀ dW, dv = Tmᵀ dṼ, by rows (contiguous)
+    for (int64_t r = s; r < n; ++r) {
+      const double t = c.Tm(r, s);
+      for (int64_t i = 0; i < K; ++i) dkd(s, i) += t * dW(r, i);
+      for (int64_t j = 0; j < V; ++j) dv(s, j) += t * dVn(r, j);
+    }
     for (int64_t i = 0; i < K; ++i) {
-      double acc = 0;
-      for (int64_t r = s; r < n; ++r) acc += c.Tm(r, s) * dW(r, i);
-      dkd(s, i) = acc;
-      g.dk(s, i) += acc * c.ed(s, i);
-      g.dgam(s, i) += acc * c.k(s, i) * c.ed(s, i);
+      g.dk(s, i) += dkd(s, i) * c.ed(s, i);
+      g.dgam(s, i) += dkd(s, i) * c.k(s, i) * c.ed(s, i);
     }
-    for (int64_t j = 0; j < V; ++j) {
-      double acc = 0;
-      for (int64_t r = s; r < n; ++r) acc += c.Tm(r, s) * dVn(r, j);
-      g.dv(s, j) += acc;
-    }
+    for (int64_t j = 0; j < V; ++j) g.dv(s, j) += dv(s, j);
   }
   Mat2 dInv(n, n), dM(n, n), tmp(n, n);
   std::vector<double> D(static_cast<size_t>(K));
@@ -266,12 +267,12 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
       for (int64_t b = 0; b <= s; ++b) acc += dInv(a, b) * c.Inv(s, b);  // (dInv Invᵀ)[a, s]
       tmp(a, s) = acc;
     }
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t s = 0; s < r; ++s) {
-      double acc = 0;
-      for (int64_t a = r; a < n; ++a) acc += c.Inv(a, r) * tmp(a, s);
-      dM(r, s) = -acc;
+  for (int64_t r = 0; r < n; ++r) {  // dM(r, s) = −Σ_{a ≥ r} Inv(a, r) tmp(a, s), s < r
+    for (int64_t a = r; a < n; ++a) {
+      const double x = c.Inv(a, r);
+      for (int64_t s = 0; s < r; ++s) dM(r, s) -= x * tmp(a, s);
     }
+  }
   for (int64_t r = 0; r < n; ++r) {  // M = Diag(β) KK;  then KK and QK through k, q and D
     for (int64_t s = 0; s <= r; ++s) {
       const double dkk = s < r ? dM(r, s) * c.beta[r] : 0.0;
