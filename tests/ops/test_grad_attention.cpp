@@ -188,6 +188,7 @@ RegisterGrad grads({
     mla_grad({1, 0, 1, 2, 1, 2, 0}),
     mla_grad({7, 0, 2, 8, 4, 8, 0}),
     mla_grad({5, 3, 2, 4, 4, 4, 0}),
+    mla_grad({37, 6, 2, 16, 8, 20, 0}),  // past every GEMM tile edge
     attn_res_grad(1, 3, 8),
     attn_res_grad(2, 4, 16),
     attn_res_grad(4, 3, 33),
