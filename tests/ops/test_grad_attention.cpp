@@ -174,6 +174,7 @@ RegisterGrad grads({
     conv_grad(1, 1, 4, false),
     conv_grad(7, 3, 4, true),
     conv_grad(13, 5, 2, false),
+    conv_grad(20, 37, 4, true),
     kda_grad({1, 1, 4, 4}, false),
     kda_grad({9, 2, 8, 6}, true),
     kda_grad({24, 1, 16, 16}, false),
