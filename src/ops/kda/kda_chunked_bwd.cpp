@@ -182,6 +182,62 @@ struct ChunkGrads {
       : dq(n, K), dk(n, K), dv(n, V), dgam(n, K), dbeta(static_cast<size_t>(n), 0.0) {}
 };
 
+// Through KK_rs = Σ_i k_r k_s D_rs and QK_rs = Σ_i q_r k_s D_rs (D_rs = e^{Γ_r − Γ_s}) into
+// dk, dq and dΓ, given dKK, dQK [n, n] (s ≤ r), one token pair at a time.
+void decays_back_pairwise(const Chunk& c, const Mat2& dKK, const Mat2& dQK, ChunkGrads& g) {
+  const int64_t n = c.n, K = c.K;
+  std::vector<double> D(static_cast<size_t>(K));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t s = 0; s <= r; ++s) {
+      const double dkk = dKK(r, s), dqk = dQK(r, s);
+      c.decay_row(r, s, D.data());
+      for (int64_t i = 0; i < K; ++i) {
+        const double kk_term = dkk * D[i], qk_term = dqk * D[i];
+        g.dk(r, i) += kk_term * c.k(s, i);
+        g.dk(s, i) += kk_term * c.k(r, i) + qk_term * c.q(r, i);
+        g.dq(r, i) += qk_term * c.k(s, i);
+        const double dd = (kk_term * c.k(r, i) + qk_term * c.q(r, i)) * c.k(s, i);
+        g.dgam(r, i) += dd;
+        g.dgam(s, i) -= dd;
+      }
+    }
+  }
+}
+
+// The same when every channel's decays split (D_rs = e^{Γ_r} e^{−Γ_s}): with k⁻ = k ⊙ e^{−Γ},
+// k⁺ = k ⊙ e^Γ, q⁺ = q ⊙ e^Γ, as three products over the pairs,
+//   X = dKK k⁻, Y = dQK k⁻, Z = dKKᵀ k⁺ + dQKᵀ q⁺:
+//   dk += e^Γ ⊙ X + e^{−Γ} ⊙ Z,  dq += e^Γ ⊙ Y,  dΓ += e^Γ ⊙ (k ⊙ X + q ⊙ Y) − k⁻ ⊙ Z.
+void decays_back_split(const Chunk& c, const Mat2& dKK, const Mat2& dQK, ChunkGrads& g) {
+  const int64_t n = c.n, K = c.K;
+  Mat2 km(n, K), kp(n, K), qp(n, K), X(n, K), Y(n, K), Z(n, K);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < K; ++i) {
+      km(r, i) = c.k(r, i) * c.eneg(r, i);
+      kp(r, i) = c.k(r, i) * c.ed(r, i);
+      qp(r, i) = c.q(r, i) * c.ed(r, i);
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t s = 0; s <= r; ++s) {
+      const double a = dKK(r, s), b = dQK(r, s);
+      for (int64_t i = 0; i < K; ++i) {
+        X(r, i) += a * km(s, i);
+        Y(r, i) += b * km(s, i);
+        Z(s, i) += a * kp(r, i) + b * qp(r, i);
+      }
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < K; ++i) {
+      const double e = c.ed(r, i);
+      g.dk(r, i) += e * X(r, i) + c.eneg(r, i) * Z(r, i);
+      g.dq(r, i) += e * Y(r, i);
+      g.dgam(r, i) += e * (c.k(r, i) * X(r, i) + c.q(r, i) * Y(r, i)) - km(r, i) * Z(r, i);
+    }
+  }
+}
+
 // One chunk's backward: dO [n, V] and dS (in: gradient of the state after the chunk; out: of
 // the state before it), given the state S at its start.
 void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGrads& g) {
@@ -253,7 +309,6 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
     for (int64_t j = 0; j < V; ++j) g.dv(s, j) += dv(s, j);
   }
   Mat2 dInv(n, n), dM(n, n), tmp(n, n);
-  std::vector<double> D(static_cast<size_t>(K));
   for (int64_t r = 0; r < n; ++r) {  // Tm = Inv Diag(β)
     for (int64_t s = 0; s <= r; ++s) {
       dInv(r, s) = dTm(r, s) * c.beta[s];
@@ -273,23 +328,23 @@ void chunk_back(const Chunk& c, const Mat2& S, const Mat2& dO, Mat2& dS, ChunkGr
       for (int64_t s = 0; s < r; ++s) dM(r, s) -= x * tmp(a, s);
     }
   }
-  for (int64_t r = 0; r < n; ++r) {  // M = Diag(β) KK;  then KK and QK through k, q and D
+  // M = Diag(β) KK; then KK and QK through k, q and the decays D. dkk, dqk [n, n]:
+  Mat2 dKK(n, n), dQK(n, n);
+  for (int64_t r = 0; r < n; ++r) {
     for (int64_t s = 0; s <= r; ++s) {
-      const double dkk = s < r ? dM(r, s) * c.beta[r] : 0.0;
-      if (s < r) g.dbeta[r] += dM(r, s) * c.KK(r, s);
+      if (s < r) {
+        dKK(r, s) = dM(r, s) * c.beta[r];
+        g.dbeta[r] += dM(r, s) * c.KK(r, s);
+      }
       double dqk = 0;
       for (int64_t j = 0; j < V; ++j) dqk += dO(r, j) * c.Vn(s, j);
-      c.decay_row(r, s, D.data());
-      for (int64_t i = 0; i < K; ++i) {
-        const double kk_term = dkk * D[i], qk_term = dqk * D[i];
-        g.dk(r, i) += kk_term * c.k(s, i);
-        g.dk(s, i) += kk_term * c.k(r, i) + qk_term * c.q(r, i);
-        g.dq(r, i) += qk_term * c.k(s, i);
-        const double dd = (kk_term * c.k(r, i) + qk_term * c.q(r, i)) * c.k(s, i);
-        g.dgam(r, i) += dd;
-        g.dgam(s, i) -= dd;
-      }
+      dQK(r, s) = dqk;
     }
+  }
+  if (c.all_split) {
+    decays_back_split(c, dKK, dQK, g);
+  } else {
+    decays_back_pairwise(c, dKK, dQK, g);
   }
   for (int64_t i = 0; i < K; ++i) g.dgam(n - 1, i) += dGn[i];
   dS = std::move(dS_prev);
