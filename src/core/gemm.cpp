@@ -36,9 +36,9 @@ const GemmKernels& kernels() {
 
 // Cache blocking: a task owns a block of C (all its rows when the product runs on one thread,
 // else a few row tiles, x kBlockCols columns) and walks k in slabs of kDepth, so the slab of B
-// it reuses across its row tiles stays in L2 and B is read from memory once per task. Each
-// row tile of A is packed (kDepth x mr, contiguous) once per slab and reused across the
-// block's column tiles.
+// it reuses across its row tiles stays in L2 and B is read from memory once per task. A
+// row-major A is read in place; in another layout (the transposed dy of a weight gradient)
+// each row tile is packed (kDepth x mr, contiguous) once per slab for the block's column tiles.
 constexpr int64_t kDepth = 256;
 constexpr int64_t kBlockCols = 256;
 constexpr int64_t kTilesPerTask = 4;
@@ -62,14 +62,21 @@ void pack_a(const GemmA& a, int64_t i, int64_t rows, int64_t p0, int64_t kc, flo
 
 void run_block(const GemmKernels& K, const Product& q, int64_t i0, int64_t i1, int64_t j0,
                int64_t j1) {
+  // A row-major A is read in place (mr rows, each contiguous); another layout is packed.
+  const bool direct = q.a.col_stride == 1;
   float* packed = thread_scratch<float, struct GemmPackTag>(static_cast<size_t>(kDepth * K.mr));
   for (int64_t p0 = 0; p0 < q.k; p0 += kDepth) {
     const int64_t kc = std::min(kDepth, q.k - p0);
     for (int64_t i = i0; i < i1; i += K.mr) {
       const int64_t rows = std::min(K.mr, i1 - i);
-      pack_a(q.a, i, rows, p0, kc, packed);
+      const float* a = q.a.data + i * q.a.row_stride + p0;
+      int64_t a_rs = q.a.row_stride, a_cs = 1;
+      if (!direct) {
+        pack_a(q.a, i, rows, p0, kc, packed);
+        a = packed, a_rs = 1, a_cs = rows;
+      }
       for (int64_t j = j0; j < j1; j += K.nr) {
-        K.tile(rows, std::min(K.nr, j1 - j), kc, packed, 1, rows, q.b + p0 * q.ldb + j, q.ldb,
+        K.tile(rows, std::min(K.nr, j1 - j), kc, a, a_rs, a_cs, q.b + p0 * q.ldb + j, q.ldb,
                q.c + i * q.ldc + j, q.ldc);
       }
     }

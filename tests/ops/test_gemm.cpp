@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_isa.h"
 #include "core/gemm.h"
 #include "k3/model.h"
+#include "ops/harness.h"
 
 namespace k3 {
 namespace {
@@ -74,6 +77,28 @@ void check_shape(std::mt19937_64& rng, Shape s, bool transposed, const char* isa
   }
   EXPECT_EQ(got.back(), c0.back()) << isa << " wrote past the last row";
 }
+
+// The training shapes of the default-size model (d 256, vocab 8192, 256 tokens): the lm_head
+// input gradient (k = vocab), its weight gradient (A = dyᵀ) and a Newton–Schulz product.
+test::PerfCase gemm_perf(int64_t m, int64_t n, int64_t k, bool transposed, const char* name) {
+  return {"gemm_acc",
+          std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " + name,
+          2.0 * m * n * k, 4.0 * (m * k + k * n),
+          [=](std::mt19937_64& rng) -> std::function<void()> {
+            auto a = std::make_shared<std::vector<float>>(uniform(rng, m * k));
+            auto b = std::make_shared<std::vector<float>>(uniform(rng, k * n));
+            auto c = std::make_shared<std::vector<float>>(uniform(rng, m * n));
+            const GemmA A = transposed ? GemmA{a->data(), 1, m} : GemmA{a->data(), k, 1};
+            return [=] {  // a is captured to keep A's storage alive
+              (void)a;
+              gemm_acc(m, n, k, A, b->data(), n, c->data(), n);
+            };
+          }};
+}
+
+const test::RegisterPerf perf({gemm_perf(256, 256, 8192, false, "lm_head dx"),
+                               gemm_perf(8192, 256, 256, true, "lm_head dW"),
+                               gemm_perf(256, 768, 256, false, "newton-schulz")});
 
 TEST(Gemm, EveryPathMatchesReference) {
   const Isa saved = active_isa();

@@ -174,6 +174,7 @@ RegisterGrad grads({
     conv_grad(1, 1, 4, false),
     conv_grad(7, 3, 4, true),
     conv_grad(13, 5, 2, false),
+    conv_grad(20, 37, 4, true),
     kda_grad({1, 1, 4, 4}, false),
     kda_grad({9, 2, 8, 6}, true),
     kda_grad({24, 1, 16, 16}, false),
@@ -188,6 +189,7 @@ RegisterGrad grads({
     mla_grad({1, 0, 1, 2, 1, 2, 0}),
     mla_grad({7, 0, 2, 8, 4, 8, 0}),
     mla_grad({5, 3, 2, 4, 4, 4, 0}),
+    mla_grad({37, 6, 2, 16, 8, 20, 0}),  // past every GEMM tile edge
     attn_res_grad(1, 3, 8),
     attn_res_grad(2, 4, 16),
     attn_res_grad(4, 3, 33),

@@ -190,7 +190,7 @@ TEST(TrainLoop, ThreadCountDoesNotChangeTheRun) {
     const nlohmann::json a = history(one), b = history(out);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) {
-      for (const char* key : {"loss", "grad_norm", "max_vio"})
+      for (const char* key : {"loss", "grad_norm", "max_vio", "val_loss"})
         EXPECT_EQ(a[i].at(key), b[i].at(key))
             << key << " of step " << i + 1 << " at -t " << threads;
     }
