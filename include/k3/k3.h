@@ -7,6 +7,7 @@
 //   engine.h             Engine, Batch, sequences and snapshots over a budgeted state pool
 //   device.h             the default device of an Engine (cpu or cuda) and whether CUDA is here
 //   tokenizer.h          Tokenizer (K3's tiktoken BPE + specials), StreamDecoder, UTF-8 check
+//   token_file.h         pre-tokenised text (.k3tok) for k3 train
 //   chat.h               the chat format: request JSON text -> prompt ids, output -> message
 //   sampler.h            SamplingParams, LogitBias, Sampler (penalties, temperature, top-k/p)
 //   generation_config.h  a model's recommended sampling settings (generation_config.json)
@@ -38,5 +39,6 @@
 #include "k3/perplexity.h"
 #include "k3/router_balance.h"
 #include "k3/sampler.h"
+#include "k3/token_file.h"
 #include "k3/tokenizer.h"
 #include "k3/weight_table.h"

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "k3/token_file.h"
 
 namespace k3::train {
 namespace {
@@ -29,9 +30,16 @@ TokenStream tokenize_files(const Tokenizer& tok, const std::vector<std::string>&
   const int32_t sep = tok.special_ids().eos;
   TokenStream s;
   for (const std::string& path : files) {
-    const std::string text = read_text(path);
-    check(!text.empty(), "training data: ", path, " is empty");
-    for (int32_t id : tok.encode(text, false)) {
+    std::vector<int32_t> ids;
+    if (is_token_file(path)) {  // pre-tokenised by `k3 tokenize -o FILE.k3tok`
+      ids = read_token_file(path, tok);
+    } else {
+      const std::string text = read_text(path);
+      check(!text.empty(), "training data: ", path, " is empty");
+      ids = tok.encode(text, false);
+    }
+    check(!ids.empty(), "training data: ", path, " holds no tokens");
+    for (int32_t id : ids) {
       s.ids.push_back(id);
       s.bytes.push_back(static_cast<int32_t>(tok.token_to_piece(id).size()));
     }
