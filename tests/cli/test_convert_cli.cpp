@@ -1,15 +1,13 @@
 // `k3 convert` as users run it: BF16 and MXFP4 outputs that load, are exact where the source
 // already lies on the target grid, and clear errors for bad arguments.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "common/cli_harness.h"
 #include "k3/k3.h"
 #include "loader/checkpoint.h"
 #include "train/params.h"
@@ -17,58 +15,34 @@
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string out;
-};
-
-Result k3(const std::string& args) {
-  const fs::path log =
-      fs::temp_directory_path() / ("k3_convert_test_out_" + std::to_string(getpid()) + ".txt");
-  const int raw =
-      std::system((std::string(K3_CLI_PATH) + " " + args + " >" + log.string() + " 2>&1").c_str());
-  std::ifstream f(log);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), ss.str()};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
 const std::string kShard = "model-00001-of-000001.safetensors";
 
+// Each test's checkpoints live in its own temporary directory.
 class Convert : public ::testing::Test {
  protected:
-  fs::path tmp(const std::string& name) {
-    fs::path p = fs::temp_directory_path() / ("k3_convert_test_" + name);
-    fs::remove_all(p);
-    made_.push_back(p);
-    return p;
-  }
+  std::string tmp(const std::string& name) { return dir_.file(name); }
   // A random checkpoint of the 13-layer test config (BF16 experts unless `mxfp4`).
-  fs::path init(const std::string& name, bool mxfp4) {
+  std::string init(const std::string& name, bool mxfp4) {
     std::ifstream f(K3_SOURCE_DIR "/tests/data/models/c2_13layer/config.json");
     nlohmann::json config = nlohmann::json::parse(f);
     config.erase("quantization_config");
-    const fs::path cfg = tmp(name + ".json");
-    std::ofstream(cfg) << config.dump();
-    fs::path dir = tmp(name);
-    const Result r = k3("init --config " + cfg.string() + " -o " + dir.string() + " --seed 7" +
-                        (mxfp4 ? " --mxfp4" : ""));
-    EXPECT_EQ(r.status, 0) << r.out;
-    return dir;
+    const std::string cfg = dir_.write(name + ".json", config.dump()), out = tmp(name);
+    std::vector<std::string> args = {"init", "--config", cfg, "-o", out, "--seed", "7"};
+    if (mxfp4) args.push_back("--mxfp4");
+    const k3::test::CliResult r = k3::test::run_k3(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
   }
-  void TearDown() override {
-    for (auto& p : made_) fs::remove_all(p);
+  // `k3 convert ARGS`, with stderr as the output to check.
+  k3::test::CliResult convert(std::vector<std::string> args) {
+    args.insert(args.begin(), "convert");
+    return k3::test::run_k3(args);
   }
-  std::vector<fs::path> made_;
+  k3::test::TempDir dir_;
 };
 
-std::vector<float> prefill_logits(const fs::path& dir) {
-  auto model = k3::Model::load(dir.string());
+std::vector<float> prefill_logits(const std::string& dir) {
+  auto model = k3::Model::load(dir);
   k3::Sequence seq(*model);
   std::vector<int64_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back((i * 53 + 11) % model->vocab_size());
@@ -76,29 +50,30 @@ std::vector<float> prefill_logits(const fs::path& dir) {
 }
 
 TEST_F(Convert, Bf16ToBf16IsByteIdentical) {
-  const fs::path src = init("bf16_src", false), out = tmp("bf16_out");
-  const Result r = k3("convert -m " + src.string() + " -o " + out.string());
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("wrote"), std::string::npos) << r.out;
-  EXPECT_TRUE(slurp(src / kShard) == slurp(out / kShard));
+  const std::string src = init("bf16_src", false), out = tmp("bf16_out");
+  const k3::test::CliResult r = convert({"-m", src, "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("wrote"), std::string::npos) << r.err;
+  EXPECT_TRUE(k3::test::read_file_bytes(src + "/" + kShard) ==
+              k3::test::read_file_bytes(out + "/" + kShard));
 }
 
 TEST_F(Convert, Mxfp4ToMxfp4KeepsTheGridExactly) {
   // Values already on an MXFP4 grid re-encode to the same values (scales may be chosen
   // tighter by the OCP rule, which keeps every grid value representable).
-  const fs::path src = init("mx_src", true), out = tmp("mx_out");
-  ASSERT_EQ(k3("convert --mxfp4 -m " + src.string() + " -o " + out.string()).status, 0);
+  const std::string src = init("mx_src", true), out = tmp("mx_out");
+  ASSERT_EQ(convert({"--mxfp4", "-m", src, "-o", out}).exit_code, 0);
   const std::vector<float> a = prefill_logits(src), b = prefill_logits(out);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
 }
 
 TEST_F(Convert, Bf16ToMxfp4ChangesOnlyRoutedExpertsByTheGridError) {
-  const fs::path src = init("q_src", false), out = tmp("q_out");
-  ASSERT_EQ(k3("convert --mxfp4 -m " + src.string() + " -o " + out.string()).status, 0);
-  EXPECT_LT(fs::file_size(out / kShard), fs::file_size(src / kShard));
-  const k3::ParamSet a = k3::ParamSet::from_checkpoint(k3::Checkpoint(src.string()));
-  const k3::ParamSet b = k3::ParamSet::from_checkpoint(k3::Checkpoint(out.string()));
+  const std::string src = init("q_src", false), out = tmp("q_out");
+  ASSERT_EQ(convert({"--mxfp4", "-m", src, "-o", out}).exit_code, 0);
+  EXPECT_LT(fs::file_size(out + "/" + kShard), fs::file_size(src + "/" + kShard));
+  const k3::ParamSet a = k3::ParamSet::from_checkpoint(k3::Checkpoint(src));
+  const k3::ParamSet b = k3::ParamSet::from_checkpoint(k3::Checkpoint(out));
   ASSERT_EQ(a.all().size(), b.all().size());
   int experts = 0;
   for (const auto& [name, p] : a.all()) {
@@ -123,19 +98,18 @@ TEST_F(Convert, Bf16ToMxfp4ChangesOnlyRoutedExpertsByTheGridError) {
 }
 
 TEST_F(Convert, BadArgumentsExitOneWithAMessage) {
-  const fs::path src = init("err_src", false), out = tmp("err_out");
-  Result r = k3("convert -o " + out.string());
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("-m DIR"), std::string::npos) << r.out;
-  r = k3("convert -m " + src.string());
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("-o DIR"), std::string::npos) << r.out;
-  r = k3("convert -m /nonexistent/k3-model -o " + out.string());
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("/nonexistent/k3-model"), std::string::npos) << r.out;
-  r = k3("convert -m " + src.string() + " -o " + src.string());
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("differ"), std::string::npos) << r.out;
+  const std::string src = init("err_src", false), out = tmp("err_out");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-o", out}, "-m DIR"},
+      {{"-m", src}, "-o DIR"},
+      {{"-m", "/nonexistent/k3-model", "-o", out}, "/nonexistent/k3-model"},
+      {{"-m", src, "-o", src}, "differ"},
+  };
+  for (const auto& [args, message] : cases) {
+    const k3::test::CliResult r = convert(args);
+    EXPECT_EQ(r.exit_code, 1) << message;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
   EXPECT_FALSE(fs::exists(out));
 }
 
