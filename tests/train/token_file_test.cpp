@@ -1,5 +1,7 @@
 // Pre-tokenised training data (.k3tok): a token file gives k3 train the same stream as its text;
 // a file of another tokenizer, a truncated file and out-of-range ids are errors naming the file.
+#include "k3/token_file.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,7 +9,6 @@
 
 #include "common/cli_harness.h"
 #include "k3/error.h"
-#include "k3/token_file.h"
 #include "train/train_data.h"
 
 namespace k3::train {
