@@ -79,24 +79,61 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
   }
 }
 
-// Up to 4 rows of BF16 weights against one input: independent FMA chains, one per row.
-void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+// y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
+// registers, exact): A*B accumulators, each weight and input vector loaded once per 8 columns.
+// row[b] for b >= nb repeats a valid row (computed, not stored).
+template <int A, int B>
+void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t nb, int64_t cols,
                float* y, int64_t ldy) {
-  for (int64_t j0 = 0; j0 < nr; j0 += 4) {
-    const int64_t n = nr - j0 < 4 ? nr - j0 : 4;
-    for (int64_t t = 0; t < T; ++t) {
-      const float* xt = x + t * cols;
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                       _mm256_setzero_ps()};
-      const uint16_t* row[4];
-      for (int64_t b = 0; b < 4; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
-      for (int64_t i = 0; i < cols; i += kLanes) {
-        const __m256 xv = _mm256_loadu_ps(xt + i);
-        for (int64_t b = 0; b < 4; ++b) acc[b] = _mm256_fmadd_ps(xv, load_bf16(row[b] + i), acc[b]);
-      }
-      for (int64_t b = 0; b < n; ++b) y[t * ldy + r0 + j0 + b] = hsum(acc[b]);
+  __m256 acc[A][B];
+#pragma GCC unroll 8
+  for (int a = 0; a < A; ++a)
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) acc[a][b] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < cols; i += kLanes) {
+    if constexpr (A == 1) {  // each weight vector used once: no array of them (no spills)
+      const __m256 xv = _mm256_loadu_ps(x + i);
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) acc[0][b] = _mm256_fmadd_ps(xv, load_bf16(row[b] + i), acc[0][b]);
+      continue;
+    }
+    __m256 wv[B];
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) wv[b] = load_bf16(row[b] + i);
+#pragma GCC unroll 8
+    for (int a = 0; a < A; ++a) {
+      const __m256 xv = _mm256_loadu_ps(x + a * ldx + i);
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
     }
   }
+  for (int a = 0; a < A; ++a)
+    for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = hsum(acc[a][b]);
+}
+
+// A tokens against rows [r0, r0+nr), B rows at a time.
+template <int A, int B>
+void rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr, float* y,
+               int64_t ldy) {
+  for (int64_t j0 = 0; j0 < nr; j0 += B) {
+    const int64_t n = nr - j0 < B ? nr - j0 : B;
+    const uint16_t* row[B];
+    for (int64_t b = 0; b < B; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
+    tile_bf16<A, B>(x, cols, row, n, cols, y + r0 + j0, ldy);
+  }
+}
+
+// Any T: 4-token x 3-row tiles, then a 2-token pass and a lone token over 8 rows (more
+// independent chains where there are fewer tokens to share each weight load).
+void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+               float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 4 <= T; t += 4) rows_bf16<4, 3>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+  if (T - t >= 2) {
+    rows_bf16<2, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+    t += 2;
+  }
+  if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
 }
 
 // Two rows of MXFP4 weights against one input (two independent chains), each group decoded
