@@ -19,6 +19,28 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// hsum of 8 accumulators at once, transposed: the same pairings at every level (i + (i + 4),
+// then + 2, + 1; float addition commutes), so each result is bit-identical to hsum(v[b]).
+inline void hsum8(const __m256 v[8], float out[8]) {
+  __m256 s[4];
+  for (int p = 0; p < 4; ++p)  // [v2p, v2p+1]: lanes i + (i + 4)
+    s[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+  __m256 u[2];
+  for (int p = 0; p < 2; ++p)  // 128-bit lane h: rows 4p + h and 4p + h + 2, i + (i + 2)
+    u[p] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * p], s[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(s[2 * p], s[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // lane 0: rows 0, 2, 4, 6; lane 1: rows 1, 3, 5, 7.
+  const __m256 f = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, f);
+  for (int j = 0; j < 4; ++j) {
+    out[2 * j] = lanes[j];
+    out[2 * j + 1] = lanes[4 + j];
+  }
+}
+
 inline __m256 load_bf16(const uint16_t* p) {  // 8 bf16 -> fp32 (exact: the top halves)
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
@@ -106,6 +128,14 @@ void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t 
 #pragma GCC unroll 8
       for (int b = 0; b < B; ++b) acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
     }
+  }
+  if constexpr (B == 8) {
+    for (int a = 0; a < A; ++a) {
+      float out[8];
+      hsum8(acc[a], out);
+      for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = out[b];
+    }
+    return;
   }
   for (int a = 0; a < A; ++a)
     for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = hsum(acc[a][b]);
