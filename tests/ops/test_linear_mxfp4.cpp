@@ -78,9 +78,16 @@ std::vector<OpCase> cases() {
     }
   }
   for (MatFormat f : {MatFormat::bf16, MatFormat::f32}) {  // columns off the SIMD width
-    for (auto [T, r, c] :
-         {std::tuple{5, 13, 40}, {9, 6, 100}, {4, 4, 16}, {8, 17, 7}, {1, 1, 1}, {2, 3, 1},
-          {1, 1, 16}, {3, 2, 16}, {17, 1, 8}, {5, 11, 24}}) {
+    for (auto [T, r, c] : {std::tuple{5, 13, 40},
+                           {9, 6, 100},
+                           {4, 4, 16},
+                           {8, 17, 7},
+                           {1, 1, 1},
+                           {2, 3, 1},
+                           {1, 1, 16},
+                           {3, 2, 16},
+                           {17, 1, 8},
+                           {5, 11, 24}}) {
       v.push_back(linear_case(T, r, c, f));
     }
   }
@@ -114,9 +121,15 @@ TEST(Linear, EveryPathIsBatchInvariant) {
   for (Isa isa : supported_isas()) {
     set_isa(isa);
     for (MatFormat f : {MatFormat::bf16, MatFormat::f32, MatFormat::mxfp4}) {
-      for (auto [rows, cols, T] :
-           {std::tuple<int64_t, int64_t, int64_t>{19, 64, 9}, {8, 96, 9}, {5, 40, 9}, {1, 32, 3},
-            {3, 16, 5}, {33, 256, 17}, {7, 160, 4}, {2, 8, 3}, {16, 512, 6}}) {
+      for (auto [rows, cols, T] : {std::tuple<int64_t, int64_t, int64_t>{19, 64, 9},
+                                   {8, 96, 9},
+                                   {5, 40, 9},
+                                   {1, 32, 3},
+                                   {3, 16, 5},
+                                   {33, 256, 17},
+                                   {7, 160, 4},
+                                   {2, 8, 3},
+                                   {16, 512, 6}}) {
         if (f == MatFormat::mxfp4 && cols % 32 != 0) continue;
         std::mt19937_64 rng(3 + rows + cols);
         Weight w = random_weight(rng, rows, cols, f);
