@@ -161,31 +161,35 @@ void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64
   if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
 }
 
-// Two rows of MXFP4 weights against one input (two independent chains); an odd last row is
-// computed twice.
+// Four rows of MXFP4 weights against one input (four independent chains and decodes); rows
+// past the end repeat the last one (computed, not stored).
 void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
                 int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
+  constexpr int kRows = 4;
   const GroupDecoder decode;
   const int64_t pb = cols / 2, sb = cols / 32;
-  for (int64_t j0 = 0; j0 < nr; j0 += 2) {
-    const int64_t ra = r0 + j0, rb = j0 + 1 < nr ? ra + 1 : ra;
-    const uint8_t *pa = packed + ra * pb, *pbk = packed + rb * pb;
-    const uint8_t *sa = scales + ra * sb, *sbk = scales + rb * sb;
+  for (int64_t j0 = 0; j0 < nr; j0 += kRows) {
+    const int64_t n = nr - j0 < kRows ? nr - j0 : kRows;
+    const uint8_t *p[kRows], *sc[kRows];
+    for (int b = 0; b < kRows; ++b) {
+      const int64_t r = r0 + j0 + (b < n ? b : n - 1);
+      p[b] = packed + r * pb;
+      sc[b] = scales + r * sb;
+    }
     for (int64_t t = 0; t < T; ++t) {
       const float* xt = x + t * cols;
-      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+      __m512 acc[kRows];
+      for (auto& a : acc) a = _mm512_setzero_ps();
       for (int64_t g = 0; g < sb; ++g) {
-        __m512 a0, a1, b0, b1;
-        decode(pa + g * 16, sa[g], a0, a1);
-        decode(pbk + g * 16, sbk[g], b0, b1);
         const __m512 x0 = _mm512_loadu_ps(xt + g * 32), x1 = _mm512_loadu_ps(xt + g * 32 + 16);
-        acc0 = _mm512_fmadd_ps(x0, a0, acc0);
-        acc1 = _mm512_fmadd_ps(x0, b0, acc1);
-        acc0 = _mm512_fmadd_ps(x1, a1, acc0);
-        acc1 = _mm512_fmadd_ps(x1, b1, acc1);
+#pragma GCC unroll 4
+        for (int b = 0; b < kRows; ++b) {
+          __m512 v0, v1;
+          decode(p[b] + g * 16, sc[b][g], v0, v1);
+          acc[b] = _mm512_fmadd_ps(x1, v1, _mm512_fmadd_ps(x0, v0, acc[b]));
+        }
       }
-      y[t * ldy + ra] = hsum(acc0);
-      y[t * ldy + rb] = hsum(acc1);
+      for (int64_t b = 0; b < n; ++b) y[t * ldy + r0 + j0 + b] = hsum(acc[b]);
     }
   }
 }
