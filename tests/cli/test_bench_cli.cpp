@@ -71,7 +71,7 @@ TEST(Bench, MarkdownAndCsvCarryTheSameRows) {
   std::istringstream lines(csv.out);
   std::string header, line;
   std::getline(lines, header);
-  EXPECT_EQ(header.rfind("model,cpu,threads,batch,test,", 0), 0u) << header;
+  EXPECT_EQ(header.rfind("model,backend,threads,batch,test,", 0), 0u) << header;
   int n = 0;
   while (std::getline(lines, line)) n += !line.empty();
   EXPECT_EQ(n, 2) << csv.out;

@@ -139,6 +139,9 @@ std::vector<Test> plan_tests(const Args& args) {
   return tests;
 }
 
+// Where the step runs: "cuda", or the CPU's instruction-set path.
+std::string backend_name() { return default_device() == "cuda" ? "cuda" : cpu_isa_name(); }
+
 std::string human_bytes(double b) {
   char s[32];
   if (b >= 1e9)
@@ -155,13 +158,13 @@ void print_markdown(const std::string& model, const CheckpointSummary& ck,
   int64_t params = 0;
   for (const TensorSummary& t : ck.tensors) params += t.params;
   std::printf(
-      "| model | size | params | cpu | threads | batch | test | t/s | weights/token | "
+      "| model | size | params | backend | threads | batch | test | t/s | weights/token | "
       "floor t/s | of floor |\n");
   std::printf("| --- | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
   for (const Row& r : rows) {
     std::printf("| %s | %s | %.2f M | %s | %d | %lld | %s | %.2f ± %.2f |", model.c_str(),
                 human_bytes(static_cast<double>(ck.tensor_bytes)).c_str(), params / 1e6,
-                cpu_isa_name().c_str(), r.test.threads, (long long)r.test.batch,
+                backend_name().c_str(), r.test.threads, (long long)r.test.batch,
                 r.test.name.c_str(), median(r.rates), stddev(r.rates));
     if (r.bytes_per_token > 0) {
       const double floor = r.bandwidth / r.bytes_per_token;
@@ -175,7 +178,7 @@ void print_markdown(const std::string& model, const CheckpointSummary& ck,
 
 nlohmann::json row_json(const std::string& model, const Row& r) {
   nlohmann::json j = {{"model", model},
-                      {"cpu", cpu_isa_name()},
+                      {"backend", backend_name()},
                       {"threads", r.test.threads},
                       {"batch", r.test.batch},
                       {"test", r.test.name},
@@ -196,13 +199,13 @@ nlohmann::json row_json(const std::string& model, const Row& r) {
 
 void print_csv(const std::string& model, const std::vector<Row>& rows) {
   std::printf(
-      "model,cpu,threads,batch,test,tokens_per_s_median,tokens_per_s_stddev,"
+      "model,backend,threads,batch,test,tokens_per_s_median,tokens_per_s_stddev,"
       "weight_bytes_per_token,read_bandwidth_bytes_per_s,fraction_of_floor\n");
   for (const Row& r : rows) {
     const double frac =
         r.bytes_per_token > 0 ? median(r.rates) * r.bytes_per_token / r.bandwidth : 0.0;
     std::printf("%s,%s,%d,%lld,%s,%.4f,%.4f,%.0f,%.0f,%.4f\n", model.c_str(),
-                cpu_isa_name().c_str(), r.test.threads, (long long)r.test.batch,
+                backend_name().c_str(), r.test.threads, (long long)r.test.batch,
                 r.test.name.c_str(), median(r.rates), stddev(r.rates), r.bytes_per_token,
                 r.bandwidth, frac);
   }
