@@ -18,7 +18,7 @@ done
 run() {  # LABEL ARGS...
   local label=$1
   shift
-  "$k3" bench -m "$model" -p 128 -n 32 -r 3 "$@" | awk -v l="$label" '/prefill|decode/ {print l, $1, $4}'
+  "$k3" bench -m "$model" -p 128 -n 32 -r 3 -o csv "$@" | awk -F, -v l="$label" 'NR > 1 {print l, $5, $6}'
 }
 for _ in $(seq "$rounds"); do
   run default

@@ -16,7 +16,9 @@ work=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"' EXIT
 make_tiny_model "$work/model"
-start_server "$work/log" -m "$work/model" -np 2 -c 4096 -t 2
+# 20 ms after each engine step (a test knob of k3 serve): the tiny model would otherwise write
+# its whole 4096-token answer between two polls of the Stop test.
+K3_SERVE_STEP_DELAY_MS=20 start_server "$work/log" -m "$work/model" -np 2 -c 4096 -t 2
 status=0
 "$VENV/bin/python" tests/server/test_chat_page.py "$url" || status=$?
 [ "$status" = 0 ] || die "chat page tests failed (server log: $(tail -5 "$work/log.err"))"

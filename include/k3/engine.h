@@ -33,7 +33,7 @@ struct EngineOptions {
   int64_t max_sequences = 8;                    // live sequences + snapshots at once
   int64_t block_tokens = 16;                    // tokens per MLA cache block
   // Where the step runs: "cpu" or "cuda" (weights uploaded once, state in device memory).
-  // Empty: the K3_DEVICE environment variable, else "cpu".
+  // Empty: k3::default_device() (k3/device.h: the CLI's --device, else K3_DEVICE, else "cpu").
   std::string device = {};
 };
 

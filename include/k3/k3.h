@@ -5,7 +5,9 @@
 //   json_depth.h         the nesting-depth limit for untrusted JSON
 //   model.h              Model::load, Sequence (one sequence), threads
 //   engine.h             Engine, Batch, sequences and snapshots over a budgeted state pool
+//   device.h             the default device of an Engine (cpu or cuda) and whether CUDA is here
 //   tokenizer.h          Tokenizer (K3's tiktoken BPE + specials), StreamDecoder, UTF-8 check
+//   token_file.h         pre-tokenised text (.k3tok) for k3 train
 //   chat.h               the chat format: request JSON text -> prompt ids, output -> message
 //   sampler.h            SamplingParams, LogitBias, Sampler (penalties, temperature, top-k/p)
 //   generation_config.h  a model's recommended sampling settings (generation_config.json)
@@ -13,6 +15,7 @@
 //   perplexity.h         sliding-window perplexity of a token sequence
 //   npy.h                float32 NPY read/write, the logits exchange format
 //   init.h               random-initialised checkpoints for any config (k3 init)
+//   convert.h            a checkpoint rewritten in BF16 / MXFP4 (k3 convert)
 //   inspect.h            describe_checkpoint: config and tensors of a checkpoint (k3 inspect)
 //   weight_table.h       every tensor a config implies: name, shape, role, parameters
 //   router_balance.h     router-bias balancing: Quantile Balancing, Loss-Free, MaxVio
@@ -21,6 +24,8 @@
 #pragma once
 
 #include "k3/chat.h"
+#include "k3/convert.h"
+#include "k3/device.h"
 #include "k3/engine.h"
 #include "k3/error.h"
 #include "k3/generate.h"
@@ -34,5 +39,6 @@
 #include "k3/perplexity.h"
 #include "k3/router_balance.h"
 #include "k3/sampler.h"
+#include "k3/token_file.h"
 #include "k3/tokenizer.h"
 #include "k3/weight_table.h"

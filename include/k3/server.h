@@ -37,7 +37,11 @@ struct ServerOptions {
   std::string model_name = "k3";  // the id /v1/models reports
   int http_threads = 0;           // 0: parallel + max_queue + 16
   size_t max_body_bytes = 8 << 20;
-  int read_timeout_s = 10;  // a client that sends nothing for this long is dropped
+  int read_timeout_s = 10;     // a client that sends nothing for this long is dropped
+  int request_timeout_s = 30;  // a request's head and body must arrive within this long
+  // Test knob, not for users: the scheduler sleeps this long after each engine step, so that a
+  // tiny test model streams slowly enough for a browser to press Stop mid-answer.
+  int test_step_delay_ms = 0;
 };
 
 class Server {

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "engine/plan.h"
 #include "engine/state_pool.h"
+#include "k3/device.h"
 #include "model/forward.h"
 #include "model/weights_resident.h"
 
@@ -40,11 +41,7 @@ void Batch::clear() {
 namespace {
 
 Backend& engine_backend(const EngineOptions& o) {
-  std::string name = o.device;
-  if (name.empty()) {
-    const char* env = std::getenv("K3_DEVICE");
-    name = env != nullptr && *env != 0 ? env : "cpu";
-  }
+  const std::string name = o.device.empty() ? default_device() : o.device;
   return backend_named(name.c_str());
 }
 

@@ -200,38 +200,6 @@ class Generator {
   uint64_t done_ = 0, total_ = 0;
 };
 
-nlohmann::json full_config(const nlohmann::json& config, bool mxfp4) {
-  nlohmann::json top = config.contains("text_config") ? config : nlohmann::json::object();
-  if (!config.contains("text_config")) top["text_config"] = config;
-  top["architectures"] = {"KimiK3ForConditionalGeneration"};
-  top["model_type"] = "kimi_k3";
-  if (mxfp4 && !top.contains("quantization_config")) {
-    top["quantization_config"] = {
-        {"quant_method", "compressed-tensors"},
-        {"format", "mxfp4-pack-quantized"},
-        {"quantization_status", "compressed"},
-        {"config_groups",
-         {{"group_0",
-           {{"targets", {"Linear"}},
-            {"format", "mxfp4-pack-quantized"},
-            {"weights",
-             {{"num_bits", 4},
-              {"type", "float"},
-              {"group_size", 32},
-              {"strategy", "group"},
-              {"symmetric", true},
-              {"dynamic", false},
-              {"observer", "minmax"},
-              {"scale_dtype", "torch.uint8"}}},
-            {"input_activations", nullptr},
-            {"output_activations", nullptr}}}}},
-        {"ignore",
-         {".*self_attn.*", ".*shared_experts.*", ".*mlp\\.(gate|up|gate_up|down)_proj.*",
-          ".*lm_head.*", ".*vision_tower.*", ".*mm_projector.*"}}};
-  }
-  return top;
-}
-
 // The official dtype and shape of every tensor in the table, cut into shards.
 std::vector<std::vector<PlannedTensor>> plan_shards(const HParams& hp, uint64_t shard_bytes,
                                                     uint64_t* total) {
@@ -288,16 +256,47 @@ void write_text(const fs::path& path, const std::string& text) {
 
 }  // namespace
 
+nlohmann::json official_config(const nlohmann::json& config, bool mxfp4) {
+  nlohmann::json top = config.contains("text_config") ? config : nlohmann::json::object();
+  if (!config.contains("text_config")) top["text_config"] = config;
+  top["architectures"] = {"KimiK3ForConditionalGeneration"};
+  top["model_type"] = "kimi_k3";
+  if (mxfp4 && !top.contains("quantization_config")) {
+    top["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "mxfp4-pack-quantized"},
+        {"quantization_status", "compressed"},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}},
+            {"format", "mxfp4-pack-quantized"},
+            {"weights",
+             {{"num_bits", 4},
+              {"type", "float"},
+              {"group_size", 32},
+              {"strategy", "group"},
+              {"symmetric", true},
+              {"dynamic", false},
+              {"observer", "minmax"},
+              {"scale_dtype", "torch.uint8"}}},
+            {"input_activations", nullptr},
+            {"output_activations", nullptr}}}}},
+        {"ignore",
+         {".*self_attn.*", ".*shared_experts.*", ".*mlp\\.(gate|up|gate_up|down)_proj.*",
+          ".*lm_head.*", ".*vision_tower.*", ".*mm_projector.*"}}};
+  }
+  return top;
+}
+
 uint64_t checkpoint_bytes(const nlohmann::json& config, const InitOptions& opt) {
-  const HParams hp = hparams_from_json(full_config(config, opt.mxfp4), "config");
+  const HParams hp = hparams_from_json(official_config(config, opt.mxfp4), "config");
   uint64_t total = 0;
   plan_shards(hp, opt.shard_bytes, &total);
   return total;
 }
 
-void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
-                     const InitOptions& opt) {
-  const nlohmann::json top = full_config(config, opt.mxfp4);
+void write_official_checkpoint(const nlohmann::json& top, const std::string& out_dir,
+                               const InitOptions& opt, const TensorSource& source) {
   const HParams hp = hparams_from_json(top, "config");
   uint64_t total = 0;
   const std::vector<std::vector<PlannedTensor>> shards = plan_shards(hp, opt.shard_bytes, &total);
@@ -315,14 +314,12 @@ void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
   names.push_back("config.json");
   auto tmp = [&](const std::string& n) { return fs::path(out_dir) / (".tmp-" + n); };
   try {
-    Generator gen(hp, opt);
-    gen.set_total(total);
     nlohmann::ordered_json index;
     index["metadata"] = {{"total_size", total}};
     for (size_t i = 0; i < shards.size(); ++i) {
       SafetensorsWriter w(tmp(names[i]).string(), shards[i]);
       for (const PlannedTensor& t : shards[i]) {
-        gen.write(t, w);
+        source(t, w);
         index["weight_map"][t.name] = names[i];
       }
       w.finish();
@@ -336,6 +333,16 @@ void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
     if (created && fs::is_empty(out_dir, ec)) fs::remove(out_dir, ec);
     throw;
   }
+}
+
+void init_checkpoint(const nlohmann::json& config, const std::string& out_dir,
+                     const InitOptions& opt) {
+  const nlohmann::json top = official_config(config, opt.mxfp4);
+  const HParams hp = hparams_from_json(top, "config");
+  Generator gen(hp, opt);
+  gen.set_total(checkpoint_bytes(config, opt));
+  write_official_checkpoint(top, out_dir, opt,
+                            [&](const PlannedTensor& t, SafetensorsWriter& w) { gen.write(t, w); });
 }
 
 }  // namespace k3

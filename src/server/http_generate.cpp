@@ -1,6 +1,7 @@
 // POST /v1/chat/completions and /v1/completions: parse, submit to the scheduler, answer whole
-// or as an SSE stream. A stream whose client is gone cancels its request (the scheduler frees
-// the sequence at its next step).
+// or as an SSE stream. A request whose client is gone (a failed or refused write while
+// streaming, a closed socket while a whole answer is generated) is cancelled: the scheduler
+// frees its sequence at its next step.
 #include <chrono>
 #include <ctime>
 
@@ -59,10 +60,19 @@ void check_finish(const Finish& f) {
 }
 
 void answer_whole(Answer& a, httplib::Response& res) {
-  std::vector<TokenEvent> events, all;
+  std::vector<TokenEvent> events;
   std::optional<Finish> fin;
+  bool client_gone = false;
   while (!(fin = a.channel->wait(events, kPoll))) {
+    // Nothing is written before the end, so look at the socket: a client that hung up cancels
+    // its request (the scheduler frees the sequence at its next step).
+    if (!client_gone && !client_connected()) {
+      client_gone = true;
+      a.channel->cancel();
+    }
   }
+  if (client_gone && fin->reason == "cancelled")  // nobody reads it; counted in /metrics
+    throw ApiError(499, "the client closed the connection", "", "client_closed_request");
   check_finish(*fin);
   json lp = a.chat ? json::array() : json::object();
   json out;

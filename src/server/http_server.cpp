@@ -30,7 +30,8 @@ struct Server::Impl {
             .cache_bytes = o.cache_bytes,
             .cache_entries = o.cache_entries,
             .cache_every = o.cache_every,
-            .block_tokens = o.block_tokens};
+            .block_tokens = o.block_tokens,
+            .step_delay_ms = o.test_step_delay_ms};
   }
 
   void routes();
@@ -55,7 +56,7 @@ struct Server::Impl {
   server::Metrics metrics;
   server::Scheduler scheduler;
   server::HttpContext ctx;
-  httplib::Server http;
+  server::HttpServer http;
   std::atomic<bool> draining{false};
   int port = -1;
   socket_t listen_fd = -1;
@@ -82,6 +83,7 @@ void Server::Impl::routes() {
     listen_fd = sock;
   });
   http.set_read_timeout(opt.read_timeout_s, 0);
+  http.set_request_timeout(std::chrono::seconds(opt.request_timeout_s));
   http.set_keep_alive_timeout(5);
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;

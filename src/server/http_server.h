@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "k3/server.h"
+#include "server/http_connection.h"
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/scheduler.h"

@@ -150,6 +150,7 @@ ApiRequest parse_chat_request(const json& body, const std::string& raw, const To
       bad("response_format", cat("'response_format.type' must be text, json_object or "
                                  "json_schema, got '",
                                  t, "'"));
+    r.gen.json_object = t != "text";  // json_schema: an object, the schema itself not enforced
   }
   chat::Options opt;
   if (present(body, "chat_template_kwargs")) {
@@ -168,7 +169,7 @@ ApiRequest parse_chat_request(const json& body, const std::string& raw, const To
       bad("reasoning_effort", "'reasoning_effort' must be none, low, high or max");
     }
   }
-  r.thinking = opt.thinking;
+  r.thinking = r.gen.thinking = opt.thinking;
   try {
     r.gen.prompt = chat::encode_chat_json(tok, raw, opt);
   } catch (const Error& e) {

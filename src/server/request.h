@@ -27,6 +27,8 @@ struct GenRequest {
   std::vector<std::string> stop{};
   int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the sampled token's and this many more
   bool use_prefix_cache = true;
+  bool json_object = false;  // constrain the answer's content to one JSON object
+  bool thinking = false;     // the prompt opened the think channel (json_object lets it run)
 };
 
 struct TokenLogprob {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "k3/error.h"
 #include "sample/stop_strings.h"
@@ -38,6 +39,7 @@ struct Scheduler::Active {
   int32_t pending = -1;  // sampled, to be fed in the next step
   Clock::time_point last_token{};
   bool done = false;
+  std::optional<JsonConstraint> json_format;  // response_format json_object
 };
 
 namespace {
@@ -61,6 +63,8 @@ SchedulerOptions checked(SchedulerOptions o, const Model& m) {
   check(o.n_ctx >= 2 && o.n_ctx <= m.max_positions(), "the context ", o.n_ctx,
         " must be within [2, ", m.max_positions(), "] (the model's max_position_embeddings)");
   check(o.step_tokens >= 1, "the step token budget must be at least 1, got ", o.step_tokens);
+  check(o.step_delay_ms >= 0 && o.step_delay_ms <= 10000,
+        "the test step delay must be within [0, 10000] ms, got ", o.step_delay_ms);
   if (o.cache_bytes == 0) o.cache_entries = 0;
   return o;
 }
@@ -158,7 +162,11 @@ void Scheduler::loop() {
     }
     drop_cancelled();
     admit_waiting();
-    if (build_batch()) run_step();
+    if (build_batch()) {
+      run_step();
+      if (opt_.step_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(opt_.step_delay_ms));
+    }
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [](const std::unique_ptr<Active>& a) { return a->done; }),
                    running_.end());
@@ -211,6 +219,10 @@ void Scheduler::admit_waiting() {
       continue;
     }
     try {
+      if (r.json_object) {  // before the sequence: a throw here leaves nothing to release
+        if (!json_tokens_) json_tokens_ = std::make_unique<JsonTokens>(tokenizer_, n_vocab_);
+        a->json_format.emplace(*json_tokens_, r.thinking);
+      }
       CacheHit hit;
       if (r.use_prefix_cache) {
         hit = cache_.start(r.prompt);
@@ -299,9 +311,22 @@ void Scheduler::run_step() {
   }
 }
 
+int32_t Scheduler::sample_json(Active& a, std::span<const float> logits) {
+  masked_.assign(logits.begin(), logits.end());
+  if (!a.json_format->mask(masked_, a.limit - a.generated)) return -1;
+  int32_t id = a.sampler.sample(masked_, a.history);
+  if (std::isinf(masked_[id])) id = argmax(masked_);  // a draw within rounding of 1, or bias
+  a.json_format->accept(id);
+  return id;
+}
+
 void Scheduler::sample(Active& a, const float* logits) {
   const std::span<const float> l(logits, static_cast<size_t>(n_vocab_));
-  const int32_t id = a.sampler.sample(l, a.history);
+  const int32_t id = a.json_format ? sample_json(a, l) : a.sampler.sample(l, a.history);
+  if (id < 0) {
+    end(a, {.reason = "error", .error = "response_format: no token can continue the JSON"});
+    return;
+  }
   const auto now = Clock::now();
   if (a.generated == 0)
     metrics_.ttft.observe(std::chrono::duration<double>(now - a.ch->submitted).count());

@@ -21,6 +21,7 @@
 
 #include "k3/engine.h"
 #include "k3/tokenizer.h"
+#include "server/json_constraint.h"
 #include "server/metrics.h"
 #include "server/prefix_cache.h"
 #include "server/request.h"
@@ -36,6 +37,7 @@ struct SchedulerOptions {
   int64_t cache_entries = 256;    // prefix cache entries at most
   int64_t cache_every = 64;       // snapshot boundary in tokens (a multiple of block_tokens)
   int64_t block_tokens = 16;
+  int64_t step_delay_ms = 0;  // test knob: a pause after each step (a slow engine)
 };
 
 enum class Admit { ok, full, draining };
@@ -62,6 +64,7 @@ class Scheduler {
   bool build_batch();
   void run_step();
   void sample(Active& a, const float* logits);
+  int32_t sample_json(Active& a, std::span<const float> logits);  // -1: no id allowed
   void end(Active& a, Finish f);
   void publish_gauges();
 
@@ -87,6 +90,8 @@ class Scheduler {
   std::vector<int64_t> batch_new_;      // prompt tokens each member feeds this step (0: decode)
   std::vector<int64_t> chunk_;          // one prompt chunk as engine ids
   std::vector<float> logits_;           // [logit rows, model vocab]
+  std::unique_ptr<JsonTokens> json_tokens_;  // built for the first json_object request
+  std::vector<float> masked_;                // [n_vocab] one row, json_object's mask applied
   std::thread thread_;
 };
 

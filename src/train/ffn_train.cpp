@@ -7,6 +7,7 @@
 #include "ops/moe/moe_combine.h"
 #include "ops/moe/router.h"
 #include "ops/situ/situ.h"
+#include "ops/situ/situ_train.h"
 #include "train/layers_train.h"
 
 namespace k3::train {
@@ -29,8 +30,12 @@ void glu_fwd(const Scope& s, GluNames n, const HParams& hp, const Buf& x, int64_
   t.a = linear_fwd(x, rows, s(n.gate));  // [rows, I]
   t.b = linear_fwd(x, rows, s(n.up));
   t.h = zeros(static_cast<int64_t>(t.a.size()));
-  kSituGluOp.get(s.impl)(t.a.data(), t.b.data(), static_cast<int64_t>(t.a.size()), situ(hp),
-                         t.h.data());
+  const int64_t m = static_cast<int64_t>(t.a.size());
+  if (s.impl == Impl::cpu) {  // the fast float maths; ref keeps the reference forward
+    situ_glu_train(t.a.data(), t.b.data(), m, situ(hp), t.h.data());
+  } else {
+    kSituGluOp.get(s.impl)(t.a.data(), t.b.data(), m, situ(hp), t.h.data());
+  }
   out = linear_fwd(t.h, rows, s(n.down));
 }
 

@@ -47,7 +47,7 @@ void kda_fwd(const Scope& s, const HParams& hp, const Buf& x, int64_t T, KdaTape
   if (s.impl == Impl::ref) {
     kKdaChunkedOp.ref(core, {T, H, K, K}, S.data(), t.o.data());  // the double recurrence
   } else {
-    kda_chunked(core, {T, H, K, K}, S.data(), t.o.data(), s.kda_chunk);
+    t.chunks = kda_chunked_train_fwd(core, {T, H, K, K}, nullptr, nullptr, t.o.data(), s.kda_chunk);
   }
   t.z = linear_fwd(x, T, s("g_proj.weight"));
   t.y = zeros(T * P);
@@ -68,9 +68,13 @@ void kda_back(const Scope& s, const HParams& hp, const Buf& x, int64_t T, const 
 
   Buf dqs = zeros(T * P), dkn = zeros(T * P), dconv_v = zeros(T * P), dg = zeros(T * P);
   Buf dbeta = zeros(T * H);
-  kda_chunked_bwd({t.qs.data(), t.kn.data(), t.conv[2].data(), t.g.data(), t.beta.data()},
-                  {T, H, K, K}, nullptr, d_o.data(),
-                  {dqs.data(), dkn.data(), dconv_v.data(), dg.data(), dbeta.data()}, s.kda_chunk);
+  const KdaGrads dcore{dqs.data(), dkn.data(), dconv_v.data(), dg.data(), dbeta.data()};
+  if (t.chunks) {  // the cpu forward kept its chunks
+    kda_chunked_bwd_saved(*t.chunks, {T, H, K, K}, d_o.data(), dcore);
+  } else {
+    kda_chunked_bwd({t.qs.data(), t.kn.data(), t.conv[2].data(), t.g.data(), t.beta.data()},
+                    {T, H, K, K}, nullptr, d_o.data(), dcore, s.kda_chunk);
+  }
   Buf dqn = zeros(T * P), dconv[3] = {zeros(T * P), zeros(T * P), std::move(dconv_v)};
   kScaleOp.bwd(T * P, 1.0f / std::sqrt(static_cast<float>(K)), dqs.data(), dqn.data());
   kL2NormOp.bwd(t.conv[0].data(), T * H, K, kL2Eps, dqn.data(), dconv[0].data());

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "ops/kda/kda_chunked_train.h"
 #include "train/tape.h"
 
 namespace k3::train {
@@ -17,6 +19,7 @@ struct KdaTape {
   Buf b_logit, beta;    // [T, H]
   Buf qn, kn, qs;       // L2-normalised q, k; scaled q  [T, H, K]
   Buf o, z, y;          // core output, output gate, gated norm  [T, H, K]
+  std::shared_ptr<const KdaChunkedSaved> chunks;  // the chunked forward, for its backward
 };
 
 struct MlaTape {

@@ -4,68 +4,48 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/parallel.h"
+#include "core/gemm.h"
 
 namespace k3::train {
 namespace {
 
 size_t at(int64_t i) { return static_cast<size_t>(i); }
-bool worth_threads(int64_t m, int64_t k, int64_t n) { return m * k * n >= (int64_t{1} << 20); }
-
-constexpr int64_t kRows = 4;     // rows of c updated together: each b element loaded once per 4
-constexpr int64_t kCols = 256;   // columns of a tile: 4 x 256 accumulators stay in L1
-constexpr int64_t kDepth = 256;  // depth of a tile: a 256 x 256 block of b stays in L2
-
-// c[r0 .. r0+rows, j0 .. j0+cols] += a[., p0 .. p1] · b[p0 .. p1, j0 .. j0+cols]
-void tile(const float* a, const float* b, float* c, int64_t k, int64_t n, int64_t r0, int64_t rows,
-          int64_t j0, int64_t cols, int64_t p0, int64_t p1) {
-  float acc[kRows][kCols];
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(c + at((r0 + r) * n + j0), cols, acc[r]);
-  for (int64_t p = p0; p < p1; ++p) {
-    const float* bp = b + at(p * n + j0);
-    if (rows == kRows) {
-      const float a0 = a[at(r0 * k + p)], a1 = a[at((r0 + 1) * k + p)];
-      const float a2 = a[at((r0 + 2) * k + p)], a3 = a[at((r0 + 3) * k + p)];
-      for (int64_t j = 0; j < cols; ++j) {
-        const float x = bp[j];
-        acc[0][j] += a0 * x;
-        acc[1][j] += a1 * x;
-        acc[2][j] += a2 * x;
-        acc[3][j] += a3 * x;
-      }
-    } else {
-      for (int64_t r = 0; r < rows; ++r) {
-        const float ar = a[at((r0 + r) * k + p)];
-        for (int64_t j = 0; j < cols; ++j) acc[r][j] += ar * bp[j];
-      }
-    }
-  }
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(acc[r], cols, c + at((r0 + r) * n + j0));
-}
 
 }  // namespace
 
 void matmul(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
   std::fill(c, c + at(m * n), 0.0f);
-  const int64_t row_groups = (m + kRows - 1) / kRows;
-  for (int64_t j0 = 0; j0 < n; j0 += kCols) {
-    const int64_t cols = std::min(kCols, n - j0);
-    for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
-      const int64_t p1 = std::min(k, p0 + kDepth);
-      parallel_for(row_groups, worth_threads(m, k, n), [&](int64_t g) {
-        const int64_t r0 = g * kRows;
-        tile(a, b, c, k, n, r0, std::min(kRows, m - r0), j0, cols, p0, p1);
-      });
-    }
+  gemm_acc(m, n, k, {a, k, 1}, b, n, c, n);  // c [m, n] += a [m, k] · b [k, n]
+}
+
+namespace {
+
+// c[m, m] = a[m, k] · b[k, m] for a product known to be symmetric: the row blocks' parts on
+// and below the diagonal, then the upper triangle copied from the lower. The copy changes no
+// bit: c[j, i] sums the same products as c[i, j] in the same order (each element is one chain
+// over k, core/gemm.h), and multiplication commutes exactly.
+void symmetric_product(const float* a, const float* b, float* c, int64_t m, int64_t k) {
+  constexpr int64_t kBlock = 64;
+  std::fill(c, c + at(m * m), 0.0f);
+  for (int64_t i0 = 0; i0 < m; i0 += kBlock) {
+    const int64_t rows = std::min(kBlock, m - i0);
+    gemm_acc(rows, i0 + rows, k, {a + i0 * k, k, 1}, b, m, c + i0 * m, m);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = i + 1; j < m; ++j) c[at(i * m + j)] = c[at(j * m + i)];
   }
 }
+
+}  // namespace
 
 void gram(const float* x, float* c, int64_t m, int64_t k) {
   // X Xᵀ as a product with an explicit transpose: the blocked kernel beats row dot products.
   std::vector<float> xt(at(k * m));
   transpose(x, xt.data(), m, k);
-  matmul(x, xt.data(), c, m, k, m);
+  symmetric_product(x, xt.data(), c, m, k);
 }
+
+void square_symmetric(const float* a, float* c, int64_t m) { symmetric_product(a, a, c, m, m); }
 
 void transpose(const float* in, float* out, int64_t rows, int64_t cols) {
   constexpr int64_t kBlock = 32;

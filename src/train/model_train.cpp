@@ -205,6 +205,7 @@ double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* 
   double mean = 0;
   for (float v : loss) mean += v;
   mean /= double(T);
+  if (opt.loss_only) return mean;
 
   const Buf dloss(static_cast<size_t>(T), static_cast<float>(1.0 / double(T)));
   Buf dlogits = zeros(T * V), dxn = zeros(T * d), dxo = zeros(T * d);

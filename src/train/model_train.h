@@ -22,6 +22,7 @@ struct TrainOptions {
   // Called after the forward with each MoE layer's router logits [T, n_expert] (before the
   // sigmoid), for router balancing (train/model_balance.h); may be empty.
   std::function<void(int64_t layer, const float* logits, int64_t T)> router_logits = nullptr;
+  bool loss_only = false;  // stop after the loss (evaluation): grads are left untouched
 };
 
 // loss = mean_t CE(logits[t], targets[t]); adds ∂loss/∂θ into grads (shaped like params).

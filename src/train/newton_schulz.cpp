@@ -16,8 +16,8 @@ size_t at(int64_t i) { return static_cast<size_t>(i); }
 void iterate_wide(float* x, int64_t m, int64_t n, int steps, NsCoefficients coef) {
   std::vector<float> a(at(m * m)), poly(at(m * m)), next(at(m * n));
   for (int s = 0; s < steps; ++s) {
-    gram(x, a.data(), m, n);                           // A = X Xᵀ        [m, m]
-    matmul(a.data(), a.data(), poly.data(), m, m, m);  // A²             [m, m]
+    gram(x, a.data(), m, n);                     // A = X Xᵀ        [m, m]
+    square_symmetric(a.data(), poly.data(), m);  // A²             [m, m]
     for (size_t i = 0; i < poly.size(); ++i) poly[i] = coef.b * a[i] + coef.c * poly[i];
     matmul(poly.data(), x, next.data(), m, m, n);  // (bA + cA²) X    [m, n]
     for (size_t i = 0; i < next.size(); ++i) x[i] = coef.a * x[i] + next[i];

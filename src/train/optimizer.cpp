@@ -60,19 +60,22 @@ Optimizer::Optimizer(std::vector<Param> params, OptimizerConfig config)
   }
 }
 
+// Each parameter's update reads and writes only its own tensors, so the order is free. The
+// Muon matrices (Newton–Schulz on a few hundred rows: too small to split well over threads)
+// run side by side, one per pool thread, largest first; AdamW's element-wise updates then
+// split each tensor over the threads.
 void Optimizer::step(float lr) {
   ++step_;
+  std::vector<size_t> muon_ids;
   for (size_t i = 0; i < params_.size(); ++i) {
-    switch (params_[i].group.update) {
-      case Update::adamw:
-        adamw(i, lr);
-        break;
-      case Update::muon:
-        muon(i, lr);
-        break;
-      case Update::frozen:
-        break;
-    }
+    if (params_[i].group.update == Update::muon) muon_ids.push_back(i);
+  }
+  std::stable_sort(muon_ids.begin(), muon_ids.end(),
+                   [&](size_t a, size_t b) { return params_[a].numel() > params_[b].numel(); });
+  parallel_for(static_cast<int64_t>(muon_ids.size()), true,
+               [&](int64_t j) { muon(muon_ids[static_cast<size_t>(j)], lr); });
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].group.update == Update::adamw) adamw(i, lr);
   }
 }
 

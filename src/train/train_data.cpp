@@ -1,10 +1,13 @@
 #include "train/train_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/parallel.h"
+#include "k3/token_file.h"
 
 namespace k3::train {
 namespace {
@@ -27,9 +30,16 @@ TokenStream tokenize_files(const Tokenizer& tok, const std::vector<std::string>&
   const int32_t sep = tok.special_ids().eos;
   TokenStream s;
   for (const std::string& path : files) {
-    const std::string text = read_text(path);
-    check(!text.empty(), "training data: ", path, " is empty");
-    for (int32_t id : tok.encode(text, false)) {
+    std::vector<int32_t> ids;
+    if (is_token_file(path)) {  // pre-tokenised by `k3 tokenize -o FILE.k3tok`
+      ids = read_token_file(path, tok);
+    } else {
+      const std::string text = read_text(path);
+      check(!text.empty(), "training data: ", path, " is empty");
+      ids = tok.encode(text, false);
+    }
+    check(!ids.empty(), "training data: ", path, " holds no tokens");
+    for (int32_t id : ids) {
       s.ids.push_back(id);
       s.bytes.push_back(static_cast<int32_t>(tok.token_to_piece(id).size()));
     }
@@ -57,16 +67,22 @@ EvalResult evaluate(const HParams& hp, const ParamSet& params, const TokenStream
                     int64_t windows, const TrainOptions& opt) {
   const int64_t n = static_cast<int64_t>(data.ids.size());
   check(n >= S + 1, "held-out data: ", n, " tokens, fewer than one window of ", S + 1);
-  ParamSet scratch = params.zeros_like();  // the backward's output, unused here
+  ParamSet scratch = params.zeros_like();  // names for the Scope; no backward runs
   TrainOptions plain = opt;
   plain.router_logits = nullptr;
+  plain.loss_only = true;
+  const int64_t count = std::min(windows, (n - 1) / S);
+  // The windows side by side, one per pool thread; summed in window order (any -t, same bits).
+  std::vector<double> loss(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  parallel_for(count, true, [&](int64_t w) {
+    const int64_t* in = data.ids.data() + w * S;
+    loss[static_cast<size_t>(w)] = loss_and_grads(hp, params, in, in + 1, S, scratch, plain);
+  });
   double nats = 0;
   int64_t bytes = 0, tokens = 0;
-  for (int64_t w = 0; w < windows && (w + 1) * S + 1 <= n; ++w) {
-    const int64_t o = w * S;
-    const int64_t* in = data.ids.data() + o;
-    nats += loss_and_grads(hp, params, in, in + 1, S, scratch, plain) * double(S);
-    for (int64_t t = 1; t <= S; ++t) bytes += data.bytes[static_cast<size_t>(o + t)];
+  for (int64_t w = 0; w < count; ++w) {
+    nats += loss[static_cast<size_t>(w)] * double(S);
+    for (int64_t t = 1; t <= S; ++t) bytes += data.bytes[static_cast<size_t>(w * S + t)];
     tokens += S;
   }
   EvalResult r;

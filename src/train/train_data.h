@@ -19,7 +19,9 @@ struct TokenStream {
   std::vector<int32_t> bytes;  // [ids.size()] UTF-8 bytes each token stands for
 };
 
-// Throws k3::Error naming a file that cannot be read, is empty, or tokenises past `vocab`.
+// Each file is text, or a .k3tok of pre-tokenised ids (k3/token_file.h) that must match `tok`:
+// both give the same stream. Throws k3::Error naming a file that cannot be read, is empty, was
+// tokenised with another tokenizer, or tokenises past `vocab`.
 TokenStream tokenize_files(const Tokenizer& tok, const std::vector<std::string>& files,
                            int64_t vocab);
 

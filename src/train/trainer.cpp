@@ -16,6 +16,7 @@
 #include "train/optimizer.h"
 #include "train/train_checkpoint.h"
 #include "train/train_data.h"
+#include "train/window_batch.h"
 
 namespace k3 {
 namespace {
@@ -130,15 +131,10 @@ class Trainer {
  private:
   TrainPoint step() {
     zero_grads(opt_.params());
-    TrainOptions topt;
-    topt.router_logits = bal_.hook();
     const int64_t seqs = cfg_.micro_batch * cfg_.accumulation;
-    double loss = 0;
-    for (int64_t i = 0; i < seqs; ++i) {
-      const Window w = sample_window(data_, cfg_.seq_len, rng_);
-      loss += loss_and_grads(hp_, params_, w.tokens.data(), w.targets.data(), cfg_.seq_len, grads_,
-                             topt);
-    }
+    std::vector<Window> windows;
+    for (int64_t i = 0; i < seqs; ++i) windows.push_back(sample_window(data_, cfg_.seq_len, rng_));
+    const double loss = batch_.run(hp_, params_, windows, grads_, bal_.hook());
     scale_grads(opt_.params(), static_cast<float>(1.0 / double(seqs)));
     TrainPoint p;
     p.grad_norm = clip_grad_norm(opt_.params(), cfg_.clip);
@@ -178,6 +174,7 @@ class Trainer {
   ParamSet params_, grads_;
   Optimizer opt_;
   ModelBalancer bal_;
+  WindowBatch batch_;
   std::mt19937_64 rng_;
   TokenStream data_, val_;
   LrSchedule sched_;

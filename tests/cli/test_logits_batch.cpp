@@ -96,11 +96,11 @@ TEST(LogitsBatch, BadOptionsAreClearErrors) {
   }
 }
 
-TEST(BenchBatch, ReportsAggregateAndPerSequenceRates) {
+TEST(BenchBatch, ReportsOneRowPerTestOfTheBatch) {
   const test::CliResult r =
-      test::run_k3({"bench", "-m", kCase, "-p", "4", "-n", "3", "-b", "3", "-r", "1"});
+      test::run_k3({"bench", "-m", kCase, "-p", "4", "-n", "3", "-b", "3", "-r", "1", "-t", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* s : {"batch 3", "prefill      12 tokens", "decode        9 tokens", "per seq"})
+  for (const char* s : {"| 1 | 3 | pp4 |", "| 1 | 3 | tg3 |"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 

@@ -68,17 +68,26 @@ OpCase linear_case(int64_t T, int64_t rows, int64_t cols, MatFormat f) {
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
   for (MatFormat f : {MatFormat::bf16, MatFormat::f32, MatFormat::mxfp4}) {
-    // T = 1, 2: the decode paths (weights read straight from storage); T >= 3: decoded row
-    // blocks and register tiles (T = 7: one 4-token tile and a tail of 3).
-    for (int64_t T : {1, 2, 3, 4, 7, 17}) {
+    // T = 1, 2: the decode paths (weights read straight from storage); T >= 3: register
+    // tiles (BF16 straight from storage, MXFP4 from decoded row blocks); T = 5, 7: a 4-token
+    // tile and a tail of 1 / 2 + 1. Rows off the tile heights (1, 7, 9, 17, 33).
+    for (int64_t T : {1, 2, 3, 4, 5, 7, 17}) {
       for (auto [r, c] : {std::pair{1, 32}, {7, 64}, {64, 96}, {33, 160}, {17, 256}, {9, 1024}}) {
         v.push_back(linear_case(T, r, c, f));
       }
     }
   }
   for (MatFormat f : {MatFormat::bf16, MatFormat::f32}) {  // columns off the SIMD width
-    for (auto [T, r, c] :
-         {std::tuple{5, 13, 40}, {9, 6, 100}, {4, 4, 16}, {8, 17, 7}, {1, 1, 1}, {2, 3, 1}}) {
+    for (auto [T, r, c] : {std::tuple{5, 13, 40},
+                           {9, 6, 100},
+                           {4, 4, 16},
+                           {8, 17, 7},
+                           {1, 1, 1},
+                           {2, 3, 1},
+                           {1, 1, 16},
+                           {3, 2, 16},
+                           {17, 1, 8},
+                           {5, 11, 24}}) {
       v.push_back(linear_case(T, r, c, f));
     }
   }
@@ -112,11 +121,18 @@ TEST(Linear, EveryPathIsBatchInvariant) {
   for (Isa isa : supported_isas()) {
     set_isa(isa);
     for (MatFormat f : {MatFormat::bf16, MatFormat::f32, MatFormat::mxfp4}) {
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{19, 64}, {8, 96}, {5, 40}}) {
+      for (auto [rows, cols, T] : {std::tuple<int64_t, int64_t, int64_t>{19, 64, 9},
+                                   {8, 96, 9},
+                                   {5, 40, 9},
+                                   {1, 32, 3},
+                                   {3, 16, 5},
+                                   {33, 256, 17},
+                                   {7, 160, 4},
+                                   {2, 8, 3},
+                                   {16, 512, 6}}) {
         if (f == MatFormat::mxfp4 && cols % 32 != 0) continue;
-        std::mt19937_64 rng(3 + rows);
+        std::mt19937_64 rng(3 + rows + cols);
         Weight w = random_weight(rng, rows, cols, f);
-        const int64_t T = 9;
         std::vector<float> x = randn(rng, T * cols), all(T * rows), one(rows), two(2 * rows);
         kLinearOp.cpu(x.data(), T, w.mat, all.data());
         for (int64_t t = 0; t < T; ++t) {
@@ -124,9 +140,10 @@ TEST(Linear, EveryPathIsBatchInvariant) {
           for (int64_t r = 0; r < rows; ++r)
             ASSERT_EQ(one[r], all[t * rows + r]) << isa_name(isa) << " T=1 t=" << t << " r=" << r;
         }
-        kLinearOp.cpu(x.data() + 3 * cols, 2, w.mat, two.data());  // the T = 2 decode path
+        const int64_t t2 = T >= 5 ? 3 : T - 2;  // tokens t2, t2+1 on the T = 2 decode path
+        kLinearOp.cpu(x.data() + t2 * cols, 2, w.mat, two.data());
         for (int64_t r = 0; r < 2 * rows; ++r)
-          ASSERT_EQ(two[r], all[3 * rows + r]) << isa_name(isa) << " T=2 r=" << r;
+          ASSERT_EQ(two[r], all[t2 * rows + r]) << isa_name(isa) << " T=2 r=" << r;
       }
     }
   }

@@ -138,6 +138,10 @@ class ChatPage(unittest.TestCase):
         self.wait.until(lambda d: content() > len("assistant"))
         seen = content()
         self.wait.until(lambda d: content() > seen)  # it grows: streamed, not all at once
+        # Still generating on the server (test-webpage.sh slows each step with
+        # K3_SERVE_STEP_DELAY_MS, so the whole answer would take over a minute): the cancel
+        # counted below is this running request's.
+        self.assertEqual(metric("k3_running_sequences"), 1)
         self.d.find_element(By.ID, "stop").click()
         self.assertEqual(self.wait_done(1), "stopped")
         for _ in range(100):

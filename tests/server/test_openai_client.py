@@ -4,6 +4,7 @@ tool-result round trip, logprobs, completions, models, errors and the API key.
 Run by scripts/test-openai.sh, which builds a tiny model, starts `k3 serve` and passes its URL
 and key: python test_openai_client.py URL KEY
 """
+import json
 import sys
 import unittest
 
@@ -113,6 +114,21 @@ class ServerWithOpenAIClient(unittest.TestCase):
         a = self.chat(temperature=0.8, seed=7, response_format={"type": "json_object"})
         b = self.chat(temperature=0.8, seed=7, response_format={"type": "json_object"})
         self.assertEqual(a.choices[0].message, b.choices[0].message)
+
+    def test_json_object_answers_parse(self):
+        # The output is constrained: whatever the (random) tiny model prefers, the content is
+        # one JSON object, for every seed, prompt and thinking setting.
+        prompts = ["List three colours as JSON", "Describe a cat", "{\"q\": 1}"]
+        for seed in range(6):
+            for i, prompt in enumerate(prompts):
+                extra = NO_THINK if (seed + i) % 2 == 0 else {}
+                r = self.chat(messages=[{"role": "user", "content": prompt}], max_tokens=64,
+                              temperature=1.0, seed=seed, extra_body=extra,
+                              response_format={"type": "json_object"})
+                content = r.choices[0].message.content
+                self.assertIsInstance(json.loads(content), dict, (seed, prompt, content))
+                if not extra:
+                    self.assertTrue(r.choices[0].message.model_extra.get("reasoning_content"))
 
     def test_completions(self):
         r = self.c.completions.create(model="k3", prompt="Once upon a time", max_tokens=5,

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 
@@ -63,6 +64,11 @@ TEST(ServeCli, BadFlagsAreClearErrors) {
   const CliResult host = run_k3({"serve", "-m", tiny().path, "--host", "203.0.113.7"});
   EXPECT_EQ(host.exit_code, 1);
   EXPECT_NE(host.err.find("cannot listen"), std::string::npos) << host.err;
+  setenv("K3_SERVE_STEP_DELAY_MS", "20ms", 1);  // the test knob: an integer or nothing
+  const CliResult knob = run_k3({"serve", "-m", tiny().path, "--port", "0"});
+  unsetenv("K3_SERVE_STEP_DELAY_MS");
+  EXPECT_EQ(knob.exit_code, 1);
+  EXPECT_NE(knob.err.find("K3_SERVE_STEP_DELAY_MS"), std::string::npos) << knob.err;
   const CliResult help = run_k3({"serve", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("--api-key"), std::string::npos);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace k3::train {
@@ -48,6 +49,24 @@ TEST(TrainMatmul, MatchesPlainLoops) {
         ASSERT_NEAR(g[i * m + j], want, 1e-5 * std::sqrt(double(k)) + 1e-6) << m << "x" << k;
       }
     }
+  }
+}
+
+// The symmetric products compute the lower triangle and mirror it: the same bits as the full
+// product (each element is one fp32 chain over k; the mirrored one has the same products).
+TEST(TrainMatmul, SymmetricProductsEqualTheFullOnes) {
+  std::mt19937_64 gen(13);
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {63, 64}, {65, 130}, {130, 300}}) {
+    const std::vector<float> x = random_vec(size_t(m * k), gen);
+    std::vector<float> xt(size_t(k * m)), full(size_t(m * m)), g(size_t(m * m), 9.0f);
+    transpose(x.data(), xt.data(), m, k);
+    matmul(x.data(), xt.data(), full.data(), m, k, m);
+    gram(x.data(), g.data(), m, k);
+    ASSERT_EQ(g, full) << "gram " << m << "x" << k;
+    std::vector<float> sq(size_t(m * m), -1.0f), want(size_t(m * m));
+    square_symmetric(g.data(), sq.data(), m);
+    matmul(g.data(), g.data(), want.data(), m, m, m);
+    ASSERT_EQ(sq, want) << "square " << m;
   }
 }
 

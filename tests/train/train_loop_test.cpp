@@ -165,6 +165,38 @@ void check_resume(const std::string& balance) {
   EXPECT_FALSE(std::filesystem::exists(split + ".old"));
 }
 
+// The windows of a step run side by side (train/window_batch.h) and their gradients are summed
+// in window order: -t 1, 2 and 3 give the same bits (3 windows a step: with -t 2 the third
+// runs in a second round).
+TEST(TrainLoop, ThreadCountDoesNotChangeTheRun) {
+  Fixture f;
+  auto args = [&](const std::string& out, const char* threads) {
+    std::vector<std::string> a = f.train_args(out, 3);
+    for (size_t i = 0; i + 1 < a.size(); ++i) {
+      if (a[i] == "-t") a[i + 1] = threads;
+      if (a[i] == "--batch") a[i + 1] = "3";
+    }
+    return a;
+  };
+  const std::string one = f.dir.file("t1");
+  must(run_k3(args(one, "1")), "k3 train -t 1");
+  for (const char* threads : {"2", "3"}) {
+    const std::string out = f.dir.file(std::string("t") + threads);
+    must(run_k3(args(out, threads)), std::string("k3 train -t ") + threads);
+    for (const char* file : {"model-00001-of-00001.safetensors", "optimizer.safetensors"}) {
+      EXPECT_TRUE(read_file_bytes(one + "/" + file) == read_file_bytes(out + "/" + file))
+          << file << " differs between -t 1 and -t " << threads;
+    }
+    const nlohmann::json a = history(one), b = history(out);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      for (const char* key : {"loss", "grad_norm", "max_vio", "val_loss"})
+        EXPECT_EQ(a[i].at(key), b[i].at(key))
+            << key << " of step " << i + 1 << " at -t " << threads;
+    }
+  }
+}
+
 TEST(TrainLoop, ResumeIsBitExactWithAStraightRun) { check_resume("qb"); }
 TEST(TrainLoop, ResumeIsBitExactWithLossFreeBalancing) { check_resume("lossfree"); }
 

@@ -81,7 +81,8 @@ int cmd_logits(int argc, char** argv) {
              Option("stagger", "", "N", "steps between the starts of consecutive sequences", "1")
                  .range(0),
              {"output", "o", "OUT.npy", "where to write the logits", ""},
-             threads_option()});
+             threads_option(),
+             device_option()});
   if (!args.parse(argc, argv)) return 0;
   const std::string dir = resolve_model_dir(args);
   const std::string out = args.str("output");
@@ -92,6 +93,7 @@ int cmd_logits(int argc, char** argv) {
   if (args.has("decode")) chunk = 1;
   const int64_t stagger = args.integer("stagger");
   apply_threads(args);
+  apply_device(args);
 
   std::vector<Lane> lanes(lists.size());
   int64_t longest = 0, total = 0;

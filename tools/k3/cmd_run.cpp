@@ -37,6 +37,7 @@ Args run_args() {
       {"system", "", "TEXT", "with --chat: a system message before the prompt", ""},
       {"raw", "", "", "with --chat: print the output as the model wrote it, markers included", ""},
       threads_option(),
+      device_option(),
   };
   for (Option& o : chat_options("off")) opts.push_back(std::move(o));
   for (Option& o : generation_options()) opts.push_back(std::move(o));
@@ -89,6 +90,7 @@ int cmd_run(int argc, char** argv) {
   Args args = run_args();
   if (!args.parse(argc, argv)) return 0;
   apply_threads(args);
+  apply_device(args);
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);
   const GenerateParams params = generation_params(args, dir, tok);

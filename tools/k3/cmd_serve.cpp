@@ -4,6 +4,7 @@
 #if K3_HAVE_SERVER
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "args.h"
@@ -34,6 +35,7 @@ Args serve_args() {
        Option("port", "", "N", "port to listen on (0: any free port)", "8080").range(0, 65535),
        ctx_option("context per request: prompt + completion tokens", "4096", 2),
        threads_option(),
+       device_option(),
        Option("parallel", "np", "N", "requests decoding together", "4").range(1, 4096),
        Option("queue", "", "N", "requests waiting beyond --parallel; more get 429", "64")
            .range(0, 1 << 20),
@@ -49,6 +51,18 @@ Args serve_args() {
            .range(0, 3600)});
 }
 
+// K3_SERVE_STEP_DELAY_MS: a test knob (scripts/test-webpage.sh), not a user setting: the
+// scheduler pauses this long after each step so that a browser test can press Stop mid-answer.
+int test_step_delay_ms() {
+  const char* v = std::getenv("K3_SERVE_STEP_DELAY_MS");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long ms = std::strtol(v, &end, 10);
+  check(*end == '\0' && ms >= 0 && ms <= 10000,
+        "K3_SERVE_STEP_DELAY_MS must be an integer within [0, 10000], got '", v, "'");
+  return static_cast<int>(ms);
+}
+
 ServerOptions server_options(const Args& a) {
   return {.host = a.str("host"),
           .port = static_cast<int>(a.integer("port")),
@@ -59,7 +73,8 @@ ServerOptions server_options(const Args& a) {
           .cache_bytes = static_cast<size_t>(a.integer("cache-mb")) << 20,
           .cache_every = a.integer("cache-every"),
           .api_key = a.has("api-key") ? a.str("api-key") : "",
-          .model_name = a.str("alias")};
+          .model_name = a.str("alias"),
+          .test_step_delay_ms = test_step_delay_ms()};
 }
 
 }  // namespace
@@ -68,6 +83,7 @@ int cmd_serve(int argc, char** argv) {
   Args args = serve_args();
   if (!args.parse(argc, argv)) return 0;
   apply_threads(args);
+  apply_device(args);
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);
   warn_if_model_exceeds_memory(dir);

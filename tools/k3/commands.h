@@ -17,5 +17,6 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_tokenizer(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_train(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
 
 }  // namespace k3::cli

@@ -12,6 +12,15 @@ void apply_threads(const Args& args) {
   if (args.given("threads")) set_num_threads(static_cast<int>(args.integer("threads")));
 }
 
+Option device_option() {
+  return Option("device", "", "NAME",
+                "where the model runs: cpu or cuda (default: $K3_DEVICE, else cpu)", "");
+}
+
+void apply_device(const Args& args) {
+  if (args.given("device")) set_default_device(args.str("device"));
+}
+
 Option ctx_option(const std::string& help, const std::string& default_value, int64_t lo) {
   return Option("ctx-size", "c", "N", help, default_value).also("ctx").range(lo);
 }

@@ -13,6 +13,10 @@ namespace k3::cli {
 // -t, --threads N (1..1024; default: physical cores). apply_threads() sets it when given.
 Option threads_option();
 void apply_threads(const Args& args);
+// --device cpu|cuda (default: $K3_DEVICE, else cpu). apply_device() checks and sets it when
+// given: "cuda" without a usable CUDA device is an error saying which is missing.
+Option device_option();
+void apply_device(const Args& args);
 // -c, --ctx-size N (>= lo), also spelled --ctx.
 Option ctx_option(const std::string& help, const std::string& default_value, int64_t lo = 1);
 // -s, --seed N (>= 0; with allow_random, -1 asks for a random seed).

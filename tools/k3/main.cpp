@@ -35,6 +35,8 @@ const Command kCommands[] = {
      true},
     {"init", k3::cli::cmd_init, "write a random-initialised checkpoint in the official layout",
      true},
+    {"convert", k3::cli::cmd_convert, "rewrite a checkpoint in BF16 / MXFP4 (ship a trained one)",
+     true},
     {"cost", k3::cli::cmd_cost, "the cost model: parameters, memory, MACs, MoE regimes, SiTU, QB",
      true},
 };

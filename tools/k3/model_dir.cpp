@@ -57,9 +57,11 @@ std::string resolve_model_dir(const Args& args, bool tokenizer_only) {
     return dir;
   }
   const char* how =
-      "make it with ./scripts/quickstart.sh, or with: k3 init --config configs/default.json -o "
-      "models/default && cp tests/data/tokenizer/tiktoken.model "
-      "tests/data/tokenizer/tokenizer_config.json models/default/";
+      "the trained default model ships in the repository (restore it with git checkout -- "
+      "models/default; ./scripts/quickstart.sh builds k3 and runs it), or make a random one "
+      "with: k3 init --config configs/default.json -o models/default && cp "
+      "tests/data/tokenizer/tiktoken.model tests/data/tokenizer/tokenizer_config.json "
+      "models/default/";
   if (const char* env = std::getenv("K3_MODEL"); env && *env) {
     const std::string dir = directory_of(env);
     check(is_model_dir(dir, tokenizer_only), "no model given (-m DIR) and K3_MODEL=", env,

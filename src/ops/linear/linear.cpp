@@ -74,11 +74,12 @@ inline float dot(const float* a, const float* b, int64_t n) {
 constexpr int64_t kRowsPerBlock = 8;  // weight rows decoded together
 constexpr int64_t kGemvRows = 16;     // weight rows per task on the decode paths
 
-// Small T: the weights are read straight from storage, once per token (no decoded copy).
-bool linear_small_t(const LinearKernels& k, const float* x, int64_t T, const Mat& w, float* y) {
-  if (T > 2 || w.format == MatFormat::f32) return false;
+// Straight from storage (no decoded copy): BF16 at any T (register tiles widen the weights
+// in registers, exactly), MXFP4 for small T (each group decoded once per token).
+bool linear_direct(const LinearKernels& k, const float* x, int64_t T, const Mat& w, float* y) {
+  if (w.format == MatFormat::f32 || (w.format == MatFormat::mxfp4 && T > 2)) return false;
   const int64_t n_tasks = (w.rows + kGemvRows - 1) / kGemvRows;
-  parallel_for(n_tasks, w.rows * w.cols > 32768, [&](int64_t task) {
+  parallel_for(n_tasks, w.rows * w.cols * T > 32768, [&](int64_t task) {
     const int64_t r0 = task * kGemvRows, nr = std::min(kGemvRows, w.rows - r0);
     if (w.format == MatFormat::bf16) {
       k.gemv_bf16(x, T, static_cast<const uint16_t*>(w.data), w.cols, r0, nr, y, w.rows);
@@ -105,7 +106,7 @@ void block_product_scalar(const float* x, int64_t T, const float* rows, int64_t 
 void linear(const float* x, int64_t T, const Mat& w, float* y) {
   const LinearKernels* k = simd_kernels();
   if (k != nullptr && w.cols % k->lanes != 0) k = nullptr;
-  if (k != nullptr && linear_small_t(*k, x, T, w, y)) return;
+  if (k != nullptr && linear_direct(*k, x, T, w, y)) return;
   const int64_t n_blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
   parallel_for(n_blocks, w.rows * w.cols * T > 32768, [&](int64_t b) {
     float* rows = thread_scratch<float, struct LinearRowsTag>(kRowsPerBlock * w.cols);

@@ -19,6 +19,28 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// hsum of 8 accumulators at once, transposed: the same pairings at every level (i + (i + 4),
+// then + 2, + 1; float addition commutes), so each result is bit-identical to hsum(v[b]).
+inline void hsum8(const __m256 v[8], float out[8]) {
+  __m256 s[4];
+  for (int p = 0; p < 4; ++p)  // [v2p, v2p+1]: lanes i + (i + 4)
+    s[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+  __m256 u[2];
+  for (int p = 0; p < 2; ++p)  // 128-bit lane h: rows 4p + h and 4p + h + 2, i + (i + 2)
+    u[p] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * p], s[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(s[2 * p], s[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // lane 0: rows 0, 2, 4, 6; lane 1: rows 1, 3, 5, 7.
+  const __m256 f = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, f);
+  for (int j = 0; j < 4; ++j) {
+    out[2 * j] = lanes[j];
+    out[2 * j + 1] = lanes[4 + j];
+  }
+}
+
 inline __m256 load_bf16(const uint16_t* p) {  // 8 bf16 -> fp32 (exact: the top halves)
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
@@ -79,24 +101,69 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
   }
 }
 
-// Up to 4 rows of BF16 weights against one input: independent FMA chains, one per row.
-void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+// y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
+// registers, exact): A*B accumulators, each weight and input vector loaded once per 8 columns.
+// row[b] for b >= nb repeats a valid row (computed, not stored).
+template <int A, int B>
+void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t nb, int64_t cols,
                float* y, int64_t ldy) {
-  for (int64_t j0 = 0; j0 < nr; j0 += 4) {
-    const int64_t n = nr - j0 < 4 ? nr - j0 : 4;
-    for (int64_t t = 0; t < T; ++t) {
-      const float* xt = x + t * cols;
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                       _mm256_setzero_ps()};
-      const uint16_t* row[4];
-      for (int64_t b = 0; b < 4; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
-      for (int64_t i = 0; i < cols; i += kLanes) {
-        const __m256 xv = _mm256_loadu_ps(xt + i);
-        for (int64_t b = 0; b < 4; ++b) acc[b] = _mm256_fmadd_ps(xv, load_bf16(row[b] + i), acc[b]);
-      }
-      for (int64_t b = 0; b < n; ++b) y[t * ldy + r0 + j0 + b] = hsum(acc[b]);
+  __m256 acc[A][B];
+#pragma GCC unroll 8
+  for (int a = 0; a < A; ++a)
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) acc[a][b] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < cols; i += kLanes) {
+    if constexpr (A == 1) {  // each weight vector used once: no array of them (no spills)
+      const __m256 xv = _mm256_loadu_ps(x + i);
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) acc[0][b] = _mm256_fmadd_ps(xv, load_bf16(row[b] + i), acc[0][b]);
+      continue;
+    }
+    __m256 wv[B];
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) wv[b] = load_bf16(row[b] + i);
+#pragma GCC unroll 8
+    for (int a = 0; a < A; ++a) {
+      const __m256 xv = _mm256_loadu_ps(x + a * ldx + i);
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
     }
   }
+  if constexpr (B == 8) {
+    for (int a = 0; a < A; ++a) {
+      float out[8];
+      hsum8(acc[a], out);
+      for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = out[b];
+    }
+    return;
+  }
+  for (int a = 0; a < A; ++a)
+    for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = hsum(acc[a][b]);
+}
+
+// A tokens against rows [r0, r0+nr), B rows at a time.
+template <int A, int B>
+void rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr, float* y,
+               int64_t ldy) {
+  for (int64_t j0 = 0; j0 < nr; j0 += B) {
+    const int64_t n = nr - j0 < B ? nr - j0 : B;
+    const uint16_t* row[B];
+    for (int64_t b = 0; b < B; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
+    tile_bf16<A, B>(x, cols, row, n, cols, y + r0 + j0, ldy);
+  }
+}
+
+// Any T: 4-token x 3-row tiles, then a 2-token pass and a lone token over 8 rows (more
+// independent chains where there are fewer tokens to share each weight load).
+void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+               float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 4 <= T; t += 4) rows_bf16<4, 3>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+  if (T - t >= 2) {
+    rows_bf16<2, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+    t += 2;
+  }
+  if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
 }
 
 // Two rows of MXFP4 weights against one input (two independent chains), each group decoded

@@ -20,6 +20,29 @@ constexpr int64_t kLanes = 16;
 
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
+// hsum of 8 accumulators at once, transposed: the same pairings at every level (v[i] + v[i+8],
+// then + 4, + 2, + 1; float addition commutes), so each result is bit-identical to hsum(v[b]).
+inline void hsum8(const __m512 v[8], float out[8]) {
+  __m512 s[4], u[2];
+  for (int p = 0; p < 4; ++p)  // [v2p, v2p+1] halves: lanes i + (i + 8)
+    s[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int p = 0; p < 2; ++p)  // four rows' quarters: i + (i + 4)
+    u[p] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * p], s[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(s[2 * p], s[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // 128-bit lane k: rows k and k + 4, i + (i + 2), then the last pair.
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, f);
+  for (int k = 0; k < 4; ++k) {
+    out[k] = lanes[4 * k];
+    out[k + 4] = lanes[4 * k + 1];
+  }
+}
+
 inline __m512 load_bf16(const uint16_t* p) {  // 16 bf16 -> fp32 (exact: the top halves)
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
@@ -73,51 +96,100 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
   }
 }
 
-// Up to 4 rows of BF16 weights against one input: independent FMA chains, one per row.
-void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+// y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
+// registers, exact): A*B accumulators, each weight and input vector loaded once per 16 columns.
+// row[b] for b >= nb repeats a valid row (computed, not stored).
+template <int A, int B>
+void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t nb, int64_t cols,
                float* y, int64_t ldy) {
-  for (int64_t j0 = 0; j0 < nr; j0 += 4) {
-    const int64_t n = nr - j0 < 4 ? nr - j0 : 4;
-    for (int64_t t = 0; t < T; ++t) {
-      const float* xt = x + t * cols;
-      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                       _mm512_setzero_ps()};
-      const uint16_t* row[4];
-      for (int64_t b = 0; b < 4; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
-      for (int64_t i = 0; i < cols; i += kLanes) {
-        const __m512 xv = _mm512_loadu_ps(xt + i);
-        for (int64_t b = 0; b < 4; ++b) acc[b] = _mm512_fmadd_ps(xv, load_bf16(row[b] + i), acc[b]);
-      }
-      for (int64_t b = 0; b < n; ++b) y[t * ldy + r0 + j0 + b] = hsum(acc[b]);
+  __m512 acc[A][B];
+#pragma GCC unroll 8
+  for (int a = 0; a < A; ++a)
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) acc[a][b] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < cols; i += kLanes) {
+    if constexpr (A == 1) {  // each weight vector used once: no array of them (no spills)
+      const __m512 xv = _mm512_loadu_ps(x + i);
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) acc[0][b] = _mm512_fmadd_ps(xv, load_bf16(row[b] + i), acc[0][b]);
+      continue;
     }
+    __m512 wv[B];
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) wv[b] = load_bf16(row[b] + i);
+#pragma GCC unroll 8
+    for (int a = 0; a < A; ++a) {
+      const __m512 xv = _mm512_loadu_ps(x + a * ldx + i);
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
+    }
+  }
+  if constexpr (B == 8) {
+    for (int a = 0; a < A; ++a) {
+      float out[8];
+      hsum8(acc[a], out);
+      for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = out[b];
+    }
+    return;
+  }
+  for (int a = 0; a < A; ++a)
+    for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = hsum(acc[a][b]);
+}
+
+// A tokens against rows [r0, r0+nr), B rows at a time.
+template <int A, int B>
+void rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr, float* y,
+               int64_t ldy) {
+  for (int64_t j0 = 0; j0 < nr; j0 += B) {
+    const int64_t n = nr - j0 < B ? nr - j0 : B;
+    const uint16_t* row[B];
+    for (int64_t b = 0; b < B; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
+    tile_bf16<A, B>(x, cols, row, n, cols, y + r0 + j0, ldy);
   }
 }
 
-// Two rows of MXFP4 weights against one input (two independent chains); an odd last row is
-// computed twice.
+// Any T: 4-token x 4-row tiles, then a 2-token pass and a lone token over 8 rows (more
+// independent chains where there are fewer tokens to share each weight load).
+void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+               float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 4 <= T; t += 4) rows_bf16<4, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+  if (T - t >= 2) {
+    rows_bf16<2, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+    t += 2;
+  }
+  if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+}
+
+// Four rows of MXFP4 weights against one input (four independent chains and decodes); rows
+// past the end repeat the last one (computed, not stored).
 void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
                 int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
+  constexpr int kRows = 4;
   const GroupDecoder decode;
   const int64_t pb = cols / 2, sb = cols / 32;
-  for (int64_t j0 = 0; j0 < nr; j0 += 2) {
-    const int64_t ra = r0 + j0, rb = j0 + 1 < nr ? ra + 1 : ra;
-    const uint8_t *pa = packed + ra * pb, *pbk = packed + rb * pb;
-    const uint8_t *sa = scales + ra * sb, *sbk = scales + rb * sb;
+  for (int64_t j0 = 0; j0 < nr; j0 += kRows) {
+    const int64_t n = nr - j0 < kRows ? nr - j0 : kRows;
+    const uint8_t *p[kRows], *sc[kRows];
+    for (int b = 0; b < kRows; ++b) {
+      const int64_t r = r0 + j0 + (b < n ? b : n - 1);
+      p[b] = packed + r * pb;
+      sc[b] = scales + r * sb;
+    }
     for (int64_t t = 0; t < T; ++t) {
       const float* xt = x + t * cols;
-      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+      __m512 acc[kRows];
+      for (auto& a : acc) a = _mm512_setzero_ps();
       for (int64_t g = 0; g < sb; ++g) {
-        __m512 a0, a1, b0, b1;
-        decode(pa + g * 16, sa[g], a0, a1);
-        decode(pbk + g * 16, sbk[g], b0, b1);
         const __m512 x0 = _mm512_loadu_ps(xt + g * 32), x1 = _mm512_loadu_ps(xt + g * 32 + 16);
-        acc0 = _mm512_fmadd_ps(x0, a0, acc0);
-        acc1 = _mm512_fmadd_ps(x0, b0, acc1);
-        acc0 = _mm512_fmadd_ps(x1, a1, acc0);
-        acc1 = _mm512_fmadd_ps(x1, b1, acc1);
+#pragma GCC unroll 4
+        for (int b = 0; b < kRows; ++b) {
+          __m512 v0, v1;
+          decode(p[b] + g * 16, sc[b][g], v0, v1);
+          acc[b] = _mm512_fmadd_ps(x1, v1, _mm512_fmadd_ps(x0, v0, acc[b]));
+        }
       }
-      y[t * ldy + ra] = hsum(acc0);
-      y[t * ldy + rb] = hsum(acc1);
+      for (int64_t b = 0; b < n; ++b) y[t * ldy + r0 + j0 + b] = hsum(acc[b]);
     }
   }
 }

@@ -1,6 +1,7 @@
-// Backward of y = x · Wᵀ on fp32 master weights: dx += dy · W and dW += dyᵀ · x.
+// Backward of y = x · Wᵀ on fp32 master weights: dx += dy · W and dW += dyᵀ · x, both as
+// accumulate-products on the dispatched GEMM kernels (core/gemm.h; dyᵀ is read in place).
 #include "core/error.h"
-#include "core/parallel.h"
+#include "core/gemm.h"
 #include "ops/linear/linear.h"
 
 namespace k3 {
@@ -10,27 +11,10 @@ void linear_bwd(const float* x, int64_t T, const Mat& w, const float* dy, float*
         "linear backward: weights must be fp32 (training keeps fp32 master weights)");
   const float* W = static_cast<const float*>(w.data);  // [R, C]
   const int64_t R = w.rows, C = w.cols;
-  const bool big = T * R * C > (int64_t{1} << 16);
-  if (dx != nullptr) {
-    parallel_for(T, big, [&](int64_t t) {  // dx[t] += Σ_r dy[t, r] · W[r]
-      float* dxt = dx + t * C;
-      for (int64_t r = 0; r < R; ++r) {
-        const float g = dy[t * R + r];
-        const float* wr = W + r * C;
-        for (int64_t c = 0; c < C; ++c) dxt[c] += g * wr[c];
-      }
-    });
-  }
-  if (dW != nullptr) {
-    parallel_for(R, big, [&](int64_t r) {  // dW[r] += Σ_t dy[t, r] · x[t]
-      float* dwr = dW + r * C;
-      for (int64_t t = 0; t < T; ++t) {
-        const float g = dy[t * R + r];
-        const float* xt = x + t * C;
-        for (int64_t c = 0; c < C; ++c) dwr[c] += g * xt[c];
-      }
-    });
-  }
+  // dx [T, C] += dy [T, R] · W [R, C]
+  if (dx != nullptr) gemm_acc(T, C, R, {dy, R, 1}, W, C, dx, C);
+  // dW [R, C] += dyᵀ [R, T] · x [T, C]
+  if (dW != nullptr) gemm_acc(R, C, T, {dy, 1, R}, x, C, dW, C);
 }
 
 }  // namespace k3

@@ -22,10 +22,11 @@ struct LinearKernels {
   // out[cols] = one MXFP4 row decoded (cols % 32 == 0).
   void (*mxfp4_decode)(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out);
   // y[t, r] for t < T, r in [r0, r0+nr): rows read straight from the stored BF16 weights
-  // w [rows, cols]; y has leading dimension ldy. Decode steps (small T).
+  // w [rows, cols] and widened in registers (token x row tiles); y has leading dimension ldy.
+  // Any T.
   void (*gemv_bf16)(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
                     int64_t nr, float* y, int64_t ldy);
-  // The same from MXFP4 weights: packed [rows, cols/2], scales [rows, cols/32].
+  // The same from MXFP4 weights: packed [rows, cols/2], scales [rows, cols/32]. Small T.
   void (*gemv_mxfp4)(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
                      int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy);
   // y[t, r0+j] for t < T, j < nr, from nr already-decoded fp32 rows [nr, cols]

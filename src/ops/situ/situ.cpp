@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "backend/cuda/launchers.h"
+#include "core/cpu_isa.h"
+#include "ops/situ/situ_kernels.h"
 
 namespace k3 {
 
@@ -15,13 +17,24 @@ void situ_glu_ref_array(const float* gate, const float* up, int64_t n, SituParam
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(situ_glu_ref(gate[i], up[i], p));
 }
 
-void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float* out) {
+namespace {
+
+void situ_glu_scalar(const float* gate, const float* up, int64_t n, SituParams p, float* out) {
   const float inv_b1 = 1.0f / p.beta, inv_b2 = 1.0f / p.linear_beta;
   for (int64_t i = 0; i < n; ++i) {
     const float a = gate[i], b = up[i];
     const float g = p.beta * std::tanh(a * inv_b1) / (1.0f + std::exp(-a));
     out[i] = g * (p.linear_beta * std::tanh(b * inv_b2));
   }
+}
+
+}  // namespace
+
+void situ_glu(const float* gate, const float* up, int64_t n, SituParams p, float* out) {
+  const SituKernels* k =
+      isa_pick<const SituKernels>(nullptr, &avx2::kSituKernels, &avx512::kSituKernels);
+  if (k == nullptr) return situ_glu_scalar(gate, up, n, p, out);
+  k->situ_glu(gate, up, n, p.beta, p.linear_beta, out);
 }
 
 const OpTable<SituGluFn, SituGluBwdFn> kSituGluOp =
