@@ -2,7 +2,9 @@
 // runs only when cpu_isa picks avx512. The same arithmetic as situ_avx2.cpp, lane for lane.
 // GCC 12's AVX-512 min/max/roundscale intrinsics pass _mm512_undefined_ps() as their unused
 // merge source, which -Wmaybe-uninitialized reports once inlined here: a known false positive.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
