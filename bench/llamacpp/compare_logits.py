@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """k3's logits against llama.cpp's on the same token ids: an independent check of the forward.
 
 usage: compare_logits.py --model CKPT_DIR --gguf MODEL.gguf [--tokens 64] [--seed 1]
@@ -11,6 +11,7 @@ difference. llama.cpp computes its matmuls with activations rounded to bf16/Q8_0
 eps 1e-5 in its MLA LoRA norms, so agreement is expected to be close, not exact.
 """
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -31,8 +32,12 @@ def run(cmd):
 
 
 def text_vocab_size(ckpt):
+    """Ids below this are ordinary text tokens in both the tokenizer and the model."""
     with open(os.path.join(ckpt, "tiktoken.model"), "rb") as f:
-        return sum(1 for line in f if line.strip())
+        ranks = sum(1 for line in f if line.strip())
+    with open(os.path.join(ckpt, "config.json")) as f:
+        config = json.load(f)
+    return min(ranks, config.get("text_config", config)["vocab_size"])
 
 
 def main():
@@ -47,6 +52,9 @@ def main():
     ap.add_argument("--k3", default=os.path.join(here, "..", "..", "build", "bin", "k3"))
     ap.add_argument("--dumper", default=os.path.join(root, "src", "build", "bin", "llama-dump-logits"))
     ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("--reference", action="store_true",
+                    help="also run the float64 NumPy reference (tests/reference/k3_ref.py) and "
+                         "measure both engines against it: which one a disagreement is on")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     ids = ",".join(str(rng.randrange(text_vocab_size(args.model))) for _ in range(args.tokens))
@@ -56,14 +64,29 @@ def main():
         run([args.k3, "logits", "-m", args.model, "--ids", ids, "-o", k3_out, "-t", str(args.t)] + mode)
         run([args.dumper, "-m", args.gguf, "--ids", ids, "-o", llama_out, "-t", str(args.t)] + mode)
         a, b = np.load(k3_out).astype(np.float64), np.load(llama_out).astype(np.float64)
+        ref = None
+        if args.reference:
+            ref_out = os.path.join(tmp, "ref.npy")
+            script = os.path.join(here, "..", "..", "tests", "reference", "k3_ref.py")
+            run([sys.executable, script, args.model, "--ids", ids, "-o", ref_out] + mode)
+            ref = np.load(ref_out).astype(np.float64)
     if a.shape != b.shape:
         fail(f"shapes differ: k3 {a.shape}, llama.cpp {b.shape}")
-    rel = np.linalg.norm(a - b, axis=1) / np.maximum(np.linalg.norm(a, axis=1), 1e-30)
-    agree = int((a.argmax(axis=1) == b.argmax(axis=1)).sum())
-    print(f"{os.path.basename(os.path.normpath(args.model))}: {a.shape[0]} positions "
-          f"({'decode' if args.decode else 'prefill'}), argmax agreement {agree}/{a.shape[0]}, "
-          f"relative L2 median {np.median(rel):.2e} worst {rel.max():.2e}, "
-          f"max |diff| {np.abs(a - b).max():.3e} (logit scale {np.abs(a).max():.2f})")
+    name = os.path.basename(os.path.normpath(args.model))
+    print(f"{name}: {a.shape[0]} positions ({'decode' if args.decode else 'prefill'}), "
+          f"k3 vs llama.cpp: {describe(a, b)}")
+    if ref is not None:
+        print(f"{name}: k3 vs float64 reference: {describe(ref, a)}")
+        print(f"{name}: llama.cpp vs float64 reference: {describe(ref, b)}")
+
+
+def describe(want, got):
+    """Argmax agreement and the relative L2 error of each logits row of `got` against `want`."""
+    rel = np.linalg.norm(got - want, axis=1) / np.maximum(np.linalg.norm(want, axis=1), 1e-30)
+    agree = int((want.argmax(axis=1) == got.argmax(axis=1)).sum())
+    return (f"argmax agreement {agree}/{want.shape[0]}, relative L2 median {np.median(rel):.2e} "
+            f"worst {rel.max():.2e} (at position {int(rel.argmax())}), "
+            f"max |diff| {np.abs(got - want).max():.3e} (logit scale {np.abs(want).max():.2f})")
 
 
 if __name__ == "__main__":

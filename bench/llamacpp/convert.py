@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Convert a k3.cpp checkpoint (official HF layout) to GGUF with llama.cpp's own converter.
 
-usage: convert.py CHECKPOINT_DIR OUT.gguf        (env LCPP_ROOT: where build.sh put llama.cpp)
+usage: convert.py CHECKPOINT_DIR OUT.gguf [--outtype f32]   (env LCPP_ROOT: where build.sh put llama.cpp)
+
+--outtype f32 writes the trunk as F32 (the same values: BF16 widens exactly), which makes
+llama.cpp compute those matmuls on F32 activations instead of rounding them to BF16.
 
 Run it with the python build.sh made ($LCPP_ROOT/venv/bin/python). llama.cpp does all of the
 tensor work (name mapping, MLA split, AttnRes fusion, MXFP4 repack: BF16 trunk, native MXFP4
@@ -93,10 +96,11 @@ def vocab_from_checkpoint(model, gguf, as_text, split_in_two):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 5) or (len(sys.argv) == 5 and sys.argv[3] != "--outtype"):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
     ckpt, out = sys.argv[1], os.path.abspath(sys.argv[2])
+    outtype = sys.argv[4:5]
     if not os.path.exists(os.path.join(ckpt, "tiktoken.model")):
         sys.exit(f"convert.py: {ckpt} has no tiktoken.model")
     root = os.environ.get("LCPP_ROOT", os.path.expanduser("~/.cache/k3-llamacpp"))
@@ -117,6 +121,8 @@ def main():
     kimi_k3.KimiK3Model.set_vocab = set_vocab
     import convert_hf_to_gguf
     sys.argv = ["convert_hf_to_gguf.py", ckpt, "--outfile", out + ".tmp"]
+    if outtype:
+        sys.argv += ["--outtype", outtype[0]]
     convert_hf_to_gguf.main()
     os.replace(out + ".tmp", out)
     note(f"wrote {out}")
