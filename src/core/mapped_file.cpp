@@ -6,11 +6,43 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
 
 namespace k3 {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+bool want_huge_pages(size_t size) {
+  const char* env = std::getenv("K3_HUGEPAGES");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  return size >= kHugePage;
+}
+
+// The file read into anonymous memory advised for transparent huge pages, or nullptr when that
+// fails (the caller maps the file instead).
+uint8_t* read_into_huge_pages(int fd, size_t size, size_t& mapped) {
+  mapped = (size + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  ::madvise(p, mapped, MADV_HUGEPAGE);
+  auto* out = static_cast<uint8_t*>(p);
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
+    if (n <= 0) {
+      ::munmap(p, mapped);
+      return nullptr;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::mprotect(p, mapped, PROT_READ);
+  return out;
+}
+
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -21,7 +53,11 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     fail("cannot stat ", path, ": ", std::strerror(errno));
   }
   size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0) {
+  if (size_ > 0 && want_huge_pages(size_)) {
+    data_ = read_into_huge_pages(fd, size_, mapped_);
+  }
+  if (size_ > 0 && data_ == nullptr) {
+    mapped_ = size_;
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
       ::close(fd);
@@ -33,7 +69,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), mapped_);
 }
 
 }  // namespace k3

@@ -22,6 +22,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_ = 0;  // bytes to unmap
 };
 
 }  // namespace k3

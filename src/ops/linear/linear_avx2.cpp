@@ -110,7 +110,7 @@ constexpr int64_t kBf16PerLine = 32;  // 64-byte cache line
 template <int B>
 inline void prefetch_rows(const uint16_t* const* row, int64_t at) {
 #pragma GCC unroll 8
-  for (int b = 0; b < B; ++b) _mm_prefetch(reinterpret_cast<const char*>(row[b] + at), _MM_HINT_T0);
+  for (int b = 0; b < B; ++b) _mm_prefetch(reinterpret_cast<const char*>(row[b] + at), _MM_HINT_T1);
 }
 
 // y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
