@@ -174,13 +174,21 @@ void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64
   if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
 }
 
+// Asks for the cache lines of [p, p + n) in L2 (prefetches never fault).
+inline void prefetch_lines(const uint8_t* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
+}
+
 // Four rows of MXFP4 weights against one input (four independent chains and decodes); rows
 // past the end repeat the last one (computed, not stored).
 void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
                 int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
   constexpr int kRows = 4;
+  constexpr int64_t kBlocksAhead = 4, kGroupsPerLine = 4;  // a group packs 16 bytes
   const GroupDecoder decode;
   const int64_t pb = cols / 2, sb = cols / 32;
+  // The rows of the blocks ahead are consecutive in memory (as in the BF16 GEMV).
+  const int64_t ahead_packed = kBlocksAhead * kRows * pb, ahead_scales = kBlocksAhead * kRows * sb;
   for (int64_t j0 = 0; j0 < nr; j0 += kRows) {
     const int64_t n = nr - j0 < kRows ? nr - j0 : kRows;
     const uint8_t *p[kRows], *sc[kRows];
@@ -193,8 +201,14 @@ void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t*
       const float* xt = x + t * cols;
       __m512 acc[kRows];
       for (auto& a : acc) a = _mm512_setzero_ps();
+      prefetch_lines(sc[0] + ahead_scales, kRows * sb);
       for (int64_t g = 0; g < sb; ++g) {
         const __m512 x0 = _mm512_loadu_ps(xt + g * 32), x1 = _mm512_loadu_ps(xt + g * 32 + 16);
+        if (g % kGroupsPerLine == 0) {
+#pragma GCC unroll 4
+          for (int b = 0; b < kRows; ++b)
+            _mm_prefetch(reinterpret_cast<const char*>(p[b] + g * 16 + ahead_packed), _MM_HINT_T1);
+        }
 #pragma GCC unroll 4
         for (int b = 0; b < kRows; ++b) {
           __m512 v0, v1;
