@@ -1,4 +1,5 @@
-// A read-only memory-mapped file. Weights are used in place from the mapping: no copies at load.
+// A read-only file in memory: mapped, or read once into 2 MB pages where it fits
+// (mapped_file.cpp says when and why). Weights are used in place from it.
 #pragma once
 
 #include <cstddef>
