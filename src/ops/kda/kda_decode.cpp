@@ -11,7 +11,9 @@ template <typename Step>
 void each_seq_head(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s, float* o,
                    bool parallel, Step step) {
   const int64_t H = s.H, K = s.K, V = s.V;
-  parallel_for(n * H, parallel && n * H > 1, [&](int64_t it) {
+  // Split only states big enough to pay for the hand-off (32K floats = 128 KB read and written).
+  const bool big = n * H > 1 && n * H * K * V > (int64_t{1} << 15);
+  parallel_for(n * H, parallel && big, [&](int64_t it) {
     const KdaDecodeSeq& q = seqs[it / H];
     const int64_t h = it % H, r = q.t0 * H + h;  // (token, head) row
     const KdaInputs in{all.q + r * K, all.k + r * K, all.v + r * V, all.g + r * K, all.beta + r};
