@@ -179,12 +179,21 @@ void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64
   if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
 }
 
+// Asks for the cache lines of [p, p + n) in L2 (prefetches never fault).
+inline void prefetch_lines(const uint8_t* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
+}
+
 // Two rows of MXFP4 weights against one input (two independent chains), each group decoded
-// once per token; an odd last row is computed twice.
+// once per token; an odd last row is computed twice. The rows eight pairs ahead (consecutive in
+// memory) are prefetched into L2, as in the BF16 GEMV.
 void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
                 int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
+  constexpr int64_t kPairsAhead = 8, kGroupsPerLine = 4;  // a group packs 16 bytes
   const GroupDecoder decode;
   const int64_t pb = cols / 2, sb = cols / 32;
+  const int64_t ahead_packed = kPairsAhead * 2 * pb, ahead_scales = kPairsAhead * 2 * sb;
   for (int64_t j0 = 0; j0 < nr; j0 += 2) {
     const int64_t ra = r0 + j0, rb = j0 + 1 < nr ? ra + 1 : ra;
     const uint8_t *pa = packed + ra * pb, *pbk = packed + rb * pb;
@@ -192,7 +201,12 @@ void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t*
     for (int64_t t = 0; t < T; ++t) {
       const float* xt = x + t * cols;
       __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      prefetch_lines(sa + ahead_scales, 2 * sb);
       for (int64_t g = 0; g < sb; ++g) {
+        if (g % kGroupsPerLine == 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(pa + g * 16 + ahead_packed), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(pbk + g * 16 + ahead_packed), _MM_HINT_T1);
+        }
         __m256 va[4], vb[4];
         decode(pa + g * 16, sa[g], va);
         decode(pbk + g * 16, sbk[g], vb);

@@ -176,7 +176,8 @@ void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64
 
 // Asks for the cache lines of [p, p + n) in L2 (prefetches never fault).
 inline void prefetch_lines(const uint8_t* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
+  for (int64_t i = 0; i < n; i += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
 }
 
 // Four rows of MXFP4 weights against one input (four independent chains and decodes); rows
