@@ -95,7 +95,13 @@ std::vector<OpCase> cases() {
     v.push_back(moe_case(40, 2, 7, L, I, f));   // several 8-token tiles per expert
     v.push_back(moe_case(130, 2, 3, L, I, f));  // beyond the grouped-GEMV step size
   }
-  v.push_back(moe_case(3, 2, 4, 64, 64, MatFormat::bf16));  // vectorised BF16 rows
+  v.push_back(moe_case(3, 2, 4, 64, 64, MatFormat::bf16));                   // vectorised BF16 rows
+  for (MatFormat f : {MatFormat::mxfp4, MatFormat::bf16, MatFormat::f32}) {  // the decode path
+    const bool mx = f == MatFormat::mxfp4;  // MXFP4 rows hold whole 32-value groups
+    v.push_back(moe_case(2, 2, 5, 64, mx ? 64 : 48, f));
+    v.push_back(moe_case(2, 4, 4, 96, mx ? 32 : 40, f));  // both tokens on every expert
+    v.push_back(moe_case(1, 4, 9, 128, 64, f));
+  }
   return v;
 }
 

@@ -6,6 +6,7 @@
 #include "backend/cuda/launchers.h"
 #include "core/scratch.h"
 #include "ops/moe/moe_combine.h"
+#include "ops/moe/moe_experts_decode.h"
 
 namespace k3 {
 namespace {
@@ -33,6 +34,7 @@ Groups group_by_expert(const int32_t* sel, int64_t n, int64_t E) {
 
 void moe_experts(const float* z, const int32_t* sel, const float* weight, const ExpertMats* experts,
                  MoeExpertsShape s, float* c) {
+  if (moe_experts_decode(z, sel, weight, experts, s, c)) return;  // one or two tokens
   const int64_t L = experts[0].gate.cols, I = experts[0].gate.rows;
   std::fill_n(c, s.T * L, 0.0f);
   const Groups g = group_by_expert(sel, s.T * s.k, s.E);
