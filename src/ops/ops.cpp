@@ -241,7 +241,10 @@ void mla_absorbed(Ctx& ctx, const Tensor& q, std::span<const MlaSeq> seqs,
   }
   auto* head = mla_attention_absorbed_head;  // the cpu launcher, one head at a time
   const int64_t items = static_cast<int64_t>(seqs.size()) * H;
-  parallel_for(items, items > 1, [&](int64_t it) {
+  int64_t work = 0;  // multiply-adds: each head's two projections and its scores over the cache
+  for (const MlaSeq& s : seqs)
+    work += H * s.n * (dims.Dc * (dims.Dn + dims.Dv) + (s.n_past + s.n) * (dims.Dc + dims.Dr));
+  parallel_for(items, items > 1 && work > kMlaParallelWork, [&](int64_t it) {
     const MlaSeq& s = seqs[it / H];
     MlaShape sh = dims;
     sh.T = s.n;

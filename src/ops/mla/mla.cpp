@@ -126,7 +126,7 @@ void mla_attention_absorbed(const float* q, const PagedRows& cache, const MlaAbs
   // Heads in parallel once a head's work (its two small projections and the scores over the
   // cache) outweighs the hand-off between threads.
   const int64_t per_head = (s.Dc * (s.Dn + s.Dv) + (s.n_past + s.T) * (s.Dc + s.Dr)) * s.T;
-  parallel_for(s.H, s.H * per_head > (int64_t{1} << 18),
+  parallel_for(s.H, s.H * per_head > kMlaParallelWork,
                [&](int64_t h) { mla_attention_absorbed_head(q, cache, w, s, h, o); });
 }
 

@@ -21,6 +21,11 @@
 
 namespace k3 {
 
+// Absorbed attention of fewer multiply-adds than this (all heads: their two small projections
+// and their scores over the cache) runs on one thread: tiny models' heads take less time than
+// waking a sleeping worker.
+inline constexpr int64_t kMlaParallelWork = int64_t{1} << 18;
+
 struct MlaShape {
   int64_t T = 0;       // new query tokens
   int64_t n_past = 0;  // cached tokens before them (the cache holds n_past + T rows)
