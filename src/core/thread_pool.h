@@ -41,6 +41,9 @@ class ThreadPool {
   // True on a pool worker thread (while it runs a job's ranges).
   static bool on_worker();
 
+  // No worker is asleep on the futex (all spin or work): handing them a job costs no wake-up.
+  bool workers_awake() const { return sleepers_.load(std::memory_order_relaxed) == 0; }
+
   // Jobs run serially because of detected stalls, and stalls detected (for tests and bench).
   int64_t serial_jobs() const { return serial_jobs_.load(); }
   int64_t stalls() const { return stalls_.load(); }

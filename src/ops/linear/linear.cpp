@@ -78,6 +78,9 @@ constexpr int64_t kGemvRows = 16;     // weight rows per task on the decode path
 // parallel ops) costs a futex wake-up, tens of µs on a virtual machine, as long as a 512 KB
 // BF16 matrix takes to stream. K3-small's experts (512 x 1024) and larger stay parallel.
 constexpr int64_t kDecodeParallelMacs = int64_t{1} << 18;
+// ... and one smaller than this only while the workers spin (no wake-up to pay): the default
+// model's lm_head (8192 x 256) alone per step was slower on two threads than on one.
+constexpr int64_t kDecodeWakeMacs = int64_t{1} << 22;
 
 // Straight from storage (no decoded copy): BF16 at any T (register tiles widen the weights
 // in registers, exactly), MXFP4 for small T (each group decoded once per token).
@@ -85,7 +88,9 @@ bool linear_direct(const LinearKernels& k, const float* x, int64_t T, const Mat&
   if (w.format == MatFormat::f32 || (w.format == MatFormat::mxfp4 && T > 2)) return false;
   const int64_t n_tasks = (w.rows + kGemvRows - 1) / kGemvRows;
   const int64_t macs = w.rows * w.cols * T;
-  parallel_for(n_tasks, macs > (T <= 2 ? kDecodeParallelMacs : 32768), [&](int64_t task) {
+  const bool split =
+      T <= 2 ? worth_splitting(macs, kDecodeParallelMacs, kDecodeWakeMacs) : macs > 32768;
+  parallel_for(n_tasks, split, [&](int64_t task) {
     const int64_t r0 = task * kGemvRows, nr = std::min(kGemvRows, w.rows - r0);
     if (w.format == MatFormat::bf16) {
       k.gemv_bf16(x, T, static_cast<const uint16_t*>(w.data), w.cols, r0, nr, y, w.rows);

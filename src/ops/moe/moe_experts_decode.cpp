@@ -74,7 +74,8 @@ bool moe_experts_decode(const float* z, const int32_t* sel, const float* weight,
   const int64_t in_blocks = (I + kTaskRows - 1) / kTaskRows;
   const int64_t out_blocks = (L + kTaskRows - 1) / kTaskRows;
   // Tiny experts (the default model's 128 x 256) stay on one thread, as linear's decode GEMVs.
-  const bool worth_it = n_used * 3 * I * L * s.T > (int64_t{1} << 20);
+  const bool worth_it =
+      worth_splitting(n_used * 3 * I * L * s.T, int64_t{1} << 20, int64_t{1} << 22);
   parallel_for(n_used * 2 * in_blocks, worth_it, [&](int64_t task) {  // gate and up rows
     const Used& u = used[task / (2 * in_blocks)];
     const bool is_up = (task / in_blocks) % 2 == 1;
