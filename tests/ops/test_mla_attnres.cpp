@@ -131,6 +131,13 @@ OpCase attn_res_case(int64_t n, int64_t T, int64_t d) {
 
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
+  // The expanded form's query tiles (32): tails, a past, odd widths, the K3-small head dims.
+  for (MlaShape s : {MlaShape{33, 5, 3, 7, 3, 5, 8},
+                     {65, 0, 2, 16, 8, 17, 8},
+                     {96, 31, 1, 9, 0, 4, 8},
+                     {130, 0, 2, 64, 32, 64, 256}}) {
+    v.push_back(mla_expanded_case(s));
+  }
   for (MlaShape s : {MlaShape{1, 0, 1, 8, 4, 8, 16},
                      {1, 9, 3, 16, 8, 16, 24},
                      {7, 0, 2, 16, 8, 12, 32},
@@ -141,13 +148,6 @@ std::vector<OpCase> cases() {
                      {2, 150, 2, 8, 4, 8, 16}}) {  // past spans several key tiles
     v.push_back(mla_expanded_case(s));
     for (int64_t block : {0, 1, 4, 16}) v.push_back(mla_absorbed_case(s, block));
-  }
-  // The expanded form's query tiles (32): tails, a past, odd widths, the K3-small head dims.
-  for (MlaShape s : {MlaShape{33, 5, 3, 7, 3, 5, 8},
-                     {65, 0, 2, 16, 8, 17, 8},
-                     {96, 31, 1, 9, 0, 4, 8},
-                     {130, 0, 2, 64, 32, 64, 256}}) {
-    v.push_back(mla_expanded_case(s));
   }
   for (auto [n, T, d] :
        {std::tuple{1, 1, 8}, {2, 3, 48}, {9, 5, 64}, {4, 1, 7168}, {3, 2, 1}, {5, 7, 17}}) {
