@@ -163,7 +163,9 @@ std::vector<OpCase> cases() {
                                 {33, 64, 4, 1},
                                 {6, 3, 1, 3},
                                 {1, 1, 4, 1},
-                                {300, 40, 4, 150}}) {
+                                {300, 40, 4, 150},
+                                {37, 150, 4, 10},  // channel blocks of 64 and a tail
+                                {5, 200, 3, 2}}) {
     v.push_back(conv_case(T, C, W, split));
   }
   for (KdaGateShape s : {KdaGateShape{1, 1, 1, -5.0f},
