@@ -78,6 +78,8 @@ OpCase kda_case(const char* name, const Table& op, KdaShape s, KdaVariant var = 
 
 // The fp32 matrix form (kda_chunked, the registered cpu one) against the double chunk algebra
 // it replaced (kda_chunked_f64), on the same chunk of 64; the harness runs it on every ISA.
+// Tolerance 2e-5 (relative to max |o, S|), the fp32 recurrence's: measured ≤ 1e-6 on every case
+// and ISA here, against both the f64 chunks and the double recurrence.
 OpCase kda_chunked_vs_f64_case(KdaShape s, KdaVariant var) {
   std::string shape = kda_shape(s) + (var.gates == Gates::strong ? " strong" : "") +
                       (var.initial_state ? "" : " S0=0") + " vs f64";
