@@ -114,6 +114,19 @@ OpCase mla_expanded_case(MlaShape s) {
           }};
 }
 
+// The matrix form (the registered cpu one) against the loop it replaced, both fp32.
+OpCase mla_expanded_vs_loop_case(MlaShape s) {
+  return {"mla_expanded", mla_shape(s, 0) + " vs loop", 2e-5, [=](std::mt19937_64& rng, Impl impl) {
+            const int64_t S = s.n_past + s.T, Dq = s.Dn + s.Dr;
+            std::vector<float> q = randn(rng, s.T * s.H * Dq, 0.5);
+            std::vector<float> k = randn(rng, S * s.H * Dq), v = randn(rng, S * s.H * s.Dv);
+            std::vector<float> o(s.T * s.H * s.Dv), o_loop(o.size());
+            kMlaExpandedOp.get(impl)(q.data(), k.data(), v.data(), s, o.data());
+            mla_attention_expanded_loop(q.data(), k.data(), v.data(), s, o_loop.data());
+            return Outputs{o, widen(o_loop)};
+          }};
+}
+
 OpCase attn_res_case(int64_t n, int64_t T, int64_t d) {
   std::string shape =
       "n=" + std::to_string(n) + " T=" + std::to_string(T) + " d=" + std::to_string(d);
@@ -137,6 +150,7 @@ std::vector<OpCase> cases() {
                      {96, 31, 1, 9, 0, 4, 8},
                      {130, 0, 2, 64, 32, 64, 256}}) {
     v.push_back(mla_expanded_case(s));
+    v.push_back(mla_expanded_vs_loop_case(s));
   }
   for (MlaShape s : {MlaShape{1, 0, 1, 8, 4, 8, 16},
                      {1, 9, 3, 16, 8, 16, 24},

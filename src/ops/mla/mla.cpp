@@ -13,6 +13,19 @@ namespace {
 
 constexpr int64_t kKeyTile = 64;  // keys scored together before the online-softmax update
 
+// In-place softmax of p[0..n).
+void softmax(float* p, int64_t n) {
+  float mx = p[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, p[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = std::exp(p[i] - mx);
+    sum += p[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+}
+
 // Running softmax-weighted sum over key tiles: acc = Σ e^{s-m} x, sum = Σ e^{s-m}.
 struct OnlineSoftmax {
   float max = -INFINITY;
@@ -65,7 +78,30 @@ Mat row_view(const Mat& m, int64_t r0, int64_t n) {
 
 }  // namespace
 
-// mla_attention_expanded: mla_expanded_f32.cpp.
+void mla_attention_expanded_loop(const float* q, const float* k, const float* v, MlaShape s,
+                                 float* o) {
+  const int64_t H = s.H, Dq = s.Dn + s.Dr, Dv = s.Dv, S = s.n_past + s.T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Dq));
+  parallel_for(s.T * H, s.T * H > 1, [&](int64_t th) {  // one (token, head) pair each
+    const int64_t t = th / H, h = th % H;
+    float* p = thread_scratch<float, struct MlaScoresTag>(static_cast<size_t>(S));
+    const int64_t n = s.n_past + t + 1;  // visible keys
+    const float* qh = q + (t * H + h) * Dq;
+    for (int64_t tau = 0; tau < n; ++tau) {
+      const float* kh = k + (tau * H + h) * Dq;
+      float acc = 0;
+      for (int64_t i = 0; i < Dq; ++i) acc += qh[i] * kh[i];
+      p[tau] = acc * scale;
+    }
+    softmax(p, n);
+    float* oh = o + (t * H + h) * Dv;
+    for (int64_t j = 0; j < Dv; ++j) oh[j] = 0;
+    for (int64_t tau = 0; tau < n; ++tau) {
+      const float* vh = v + (tau * H + h) * Dv;
+      for (int64_t j = 0; j < Dv; ++j) oh[j] += p[tau] * vh[j];
+    }
+  });
+}
 
 void mla_attention_absorbed_head(const float* q, const PagedRows& cache,
                                  const MlaAbsorbedWeights& w, MlaShape s, int64_t h, float* o) {

@@ -67,4 +67,9 @@ void mla_attention_expanded_ref(const float* q, const float* k, const float* v, 
 void mla_attention_ref(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
                        MlaShape s, float* o);
 
+// The expanded form one query and key at a time (mla.cpp): the loop the matrix form
+// (mla_expanded_f32.cpp, the registered cpu one) replaced, kept as a second fp32 reference.
+void mla_attention_expanded_loop(const float* q, const float* k, const float* v, MlaShape s,
+                                 float* o);
+
 }  // namespace k3
