@@ -1,0 +1,664 @@
+// Absorbed MLA over the paged latent cache for a whole batch of sequences (decode, and later
+// prompt chunks), split-KV on the tensor cores. Per sequence the absorbed form is a small
+// attention with one shared key/value stream: rows (token, head) of q̃ = [W_UKᵀ q^N ; q^R]
+// (width W = Dc+Dr) against the cached rows ĉ‖r (keys, width W) and ĉ (values, width Dc).
+// Every cached row is read from memory once per group of kRows (token, head) rows, so the
+// cache streams at memory speed instead of once per head.
+//   1. head_gemv: q̃ = scale · W_UKᵀ q^N per (token, head), q^R copied beside it (scale folded).
+//   2. split_kv: one block per (sequence, key range, row group): tiles of kKeys cached rows are
+//      widened to bf16 in shared memory, S = q̃ Kᵀ and O += P V by mma.sync, online softmax.
+//   3. combine: the key ranges' partial (max, sum, O) of each row merged into ō.
+//   4. head_gemv: o = W_UV ō per (token, head).
+// Precision: kSplit (the op's launcher) carries every fp32 operand as bf16 hi + lo and adds
+// hi·hi + hi·lo + lo·hi (fp32-grade, ~2^-16 per product); the bf16 variant uses hi·hi only.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/launchers.h"
+#include "backend/cuda/runtime.cuh"
+
+namespace k3 {
+namespace {
+
+using cuda::Args;
+using cuda::check_launch;
+using cuda::stream;
+
+constexpr int kRows = 48;   // (token, head) rows per block: 3 m16 tiles
+constexpr int kKeys = 32;   // cached rows per tile: 4 n8 tiles
+constexpr int kWarps = 12;  // S: one 16x8 tile each; O: 16 n8 tiles of 512 each
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxDc = 512;  // O tiles per warp: kMaxDc / 8 / (kWarps / 3)
+constexpr int kOTiles = kMaxDc / 8 / (kWarps / 3);
+constexpr int kMaxW = 576;  // widest cached row (chunks of 4 prefetched per thread)
+constexpr int kChunks = (kKeys * kMaxW / 4 + kThreads - 1) / kThreads;
+
+struct SeqInfo {
+  const float* base;
+  int64_t stride;         // floats between cache blocks
+  int64_t width;          // floats per cached row
+  int32_t bt;             // rows per cache block; 0: contiguous
+  int32_t table0;         // first entry of the sequence's block table in the packed tables
+  int32_t tok0;           // its first compact token row
+  int32_t n, n_past;      // queries, cached rows before them
+  int32_t item0, groups;  // its first work item; row groups (items per key range)
+  int32_t splits;         // key ranges; item of (range k, group g): item0 + k·groups + g
+};
+
+struct Item {
+  int32_t seq, group, k0, k1;  // rows group*kRows …; keys [k0, k1)
+};
+
+__device__ inline const float* cache_row(const SeqInfo& s, const int32_t* tables, int key) {
+  if (s.bt == 0) return s.base + int64_t{key} * s.width;
+  return s.base + int64_t{tables[s.table0 + key / s.bt]} * s.stride + int64_t{key % s.bt} * s.width;
+}
+
+__device__ inline uint32_t pack_bf16(float lo_elem, float hi_elem) {
+  const uint32_t a = __bfloat16_as_ushort(__float2bfloat16_rn(lo_elem));
+  const uint32_t b = __bfloat16_as_ushort(__float2bfloat16_rn(hi_elem));
+  return a | (b << 16);
+}
+
+__device__ inline float bf16_rest(float x) { return x - __bfloat162float(__float2bfloat16_rn(x)); }
+
+__device__ inline uint32_t ld32(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+__device__ inline uint32_t pair(const __nv_bfloat16* a, const __nv_bfloat16* b) {
+  return uint32_t{__bfloat16_as_ushort(*a)} | (uint32_t{__bfloat16_as_ushort(*b)} << 16);
+}
+
+// c [16x8 fp32] += a [16x16 bf16, row] · b [16x8 bf16, col]
+__device__ inline void mma(float* c, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Shared memory of one block, carved from the dynamic buffer (bf16 rows of ldw elements).
+struct Smem {
+  float* s;                // [kRows, kKeys + 4] scores
+  float* rowm;             // [kRows] running max
+  float* rowl;             // [kRows] running sum
+  float* alpha;            // [kRows] this tile's rescale
+  int* lim;                // [kRows] last key the row sees (-1: padding row)
+  __nv_bfloat16 *qh, *ql;  // [kRows, ldw]
+  __nv_bfloat16 *kh, *kl;  // [kKeys, ldw]
+  __nv_bfloat16 *ph, *pl;  // [kRows, kKeys + 8]
+  static constexpr int kLdS = kKeys + 4, kLdP = kKeys + 8;
+
+  __host__ __device__ static size_t bytes(int ldw, bool split) {
+    const size_t f = (kRows * kLdS + 3 * kRows) * 4 + kRows * 4;
+    const size_t q = size_t{kRows} * ldw * 2, k = size_t{kKeys} * ldw * 2, p = kRows * kLdP * 2;
+    return f + (split ? 2 : 1) * (q + k + p);
+  }
+  __device__ Smem(char* base, int ldw, bool split) {
+    s = reinterpret_cast<float*>(base);
+    rowm = s + kRows * kLdS;
+    rowl = rowm + kRows;
+    alpha = rowl + kRows;
+    lim = reinterpret_cast<int*>(alpha + kRows);
+    qh = reinterpret_cast<__nv_bfloat16*>(lim + kRows);
+    kh = qh + kRows * ldw;
+    ph = kh + kKeys * ldw;
+    ql = split ? ph + kRows * kLdP : qh;
+    kl = split ? ql + kRows * ldw : kh;
+    pl = split ? kl + kKeys * ldw : ph;
+  }
+};
+
+// The tile's cached rows as 4-float chunks: chunk i of a thread is row / column
+// (tid + i·kThreads) / c4, % c4 (the same for every tile).
+struct TileLoader {
+  int c4, W;
+  bool vec;  // rows are 16-byte aligned with W % 4 == 0
+  float4 v[kChunks];
+
+  __device__ void load(const SeqInfo& sq, const int32_t* tables, int kt, int k1) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int ci = threadIdx.x + i * kThreads, j = ci / c4, col = (ci % c4) * 4;
+      float4 x = make_float4(0, 0, 0, 0);
+      if (j < kKeys && kt + j < k1) {
+        const float* r = cache_row(sq, tables, kt + j) + col;
+        if (vec) {
+          x = __ldg(reinterpret_cast<const float4*>(r));
+        } else {
+          x.x = __ldg(r);
+          if (col + 1 < W) x.y = __ldg(r + 1);
+          if (col + 2 < W) x.z = __ldg(r + 2);
+          if (col + 3 < W) x.w = __ldg(r + 3);
+        }
+      }
+      v[i] = x;
+    }
+  }
+  __device__ void store(const Smem& sm, int ldw, bool split) const {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int ci = threadIdx.x + i * kThreads, j = ci / c4, col = (ci % c4) * 4;
+      if (j >= kKeys) continue;
+      const float4 x = v[i];
+      *reinterpret_cast<uint2*>(sm.kh + j * ldw + col) =
+          make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
+      if (split) {
+        *reinterpret_cast<uint2*>(sm.kl + j * ldw + col) = make_uint2(
+            pack_bf16(bf16_rest(x.x), bf16_rest(x.y)), pack_bf16(bf16_rest(x.z), bf16_rest(x.w)));
+      }
+    }
+  }
+};
+
+// Loads the block's q̃ rows (hi, lo), zeroes the padding columns and the row state.
+__device__ void init_rows(const Smem& sm, const float* qt, const SeqInfo& sq, const Item& it, int H,
+                          int W, int ldw, bool split) {
+  const int rows = sq.n * H, wp = (W + 15) / 16 * 16;
+  for (int i = threadIdx.x; i < kRows * wp; i += blockDim.x) {
+    const int r = i / wp, c = i % wp, R = it.group * kRows + r;
+    const float x = R < rows && c < W ? qt[(int64_t{sq.tok0} * H + R) * W + c] : 0.0f;
+    sm.qh[r * ldw + c] = __float2bfloat16_rn(x);
+    if (split) sm.ql[r * ldw + c] = __float2bfloat16_rn(bf16_rest(x));
+  }
+  const int w4 = (W + 3) / 4 * 4;  // the loader writes columns < w4 of every tile
+  for (int i = threadIdx.x; i < kKeys * (wp - w4); i += blockDim.x) {
+    const int j = i / (wp - w4), c = w4 + i % (wp - w4);
+    sm.kh[j * ldw + c] = __float2bfloat16_rn(0.0f);
+    sm.kl[j * ldw + c] = __float2bfloat16_rn(0.0f);
+  }
+  for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
+    const int R = it.group * kRows + r;
+    sm.lim[r] = R < rows ? sq.n_past + R / H : -1;
+    sm.rowm[r] = -INFINITY;
+    sm.rowl[r] = 0.0f;
+  }
+}
+
+// S tile (m, n) of warp w: q̃ rows m·16 … against keys n·8 …, over all of wp columns.
+template <bool kSplit>
+__device__ void score_tile(const Smem& sm, int ldw, int wp) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m = w / 4, n = w % 4;
+  float c[4] = {0, 0, 0, 0};
+  const int ra = (m * 16 + g) * ldw + 2 * t, rb = (n * 8 + g) * ldw + 2 * t;
+  for (int k0 = 0; k0 < wp; k0 += 16) {
+    const uint32_t a[4] = {ld32(sm.qh + ra + k0), ld32(sm.qh + ra + 8 * ldw + k0),
+                           ld32(sm.qh + ra + k0 + 8), ld32(sm.qh + ra + 8 * ldw + k0 + 8)};
+    const uint32_t b[2] = {ld32(sm.kh + rb + k0), ld32(sm.kh + rb + k0 + 8)};
+    mma(c, a, b);
+    if (kSplit) {
+      const uint32_t al[4] = {ld32(sm.ql + ra + k0), ld32(sm.ql + ra + 8 * ldw + k0),
+                              ld32(sm.ql + ra + k0 + 8), ld32(sm.ql + ra + 8 * ldw + k0 + 8)};
+      const uint32_t bl[2] = {ld32(sm.kl + rb + k0), ld32(sm.kl + rb + k0 + 8)};
+      mma(c, a, bl);
+      mma(c, al, b);
+    }
+  }
+  float* s = sm.s + (m * 16 + g) * Smem::kLdS + n * 8 + 2 * t;
+  s[0] = c[0];
+  s[1] = c[1];
+  s[8 * Smem::kLdS] = c[2];
+  s[8 * Smem::kLdS + 1] = c[3];
+}
+
+// Online softmax of the tile: warp w owns rows w·4 … w·4+3, lane j key kt + j.
+__device__ void softmax_tile(const Smem& sm, int kt, int k1, bool split) {
+  const int w = threadIdx.x / 32, j = threadIdx.x % 32;
+  for (int r = w * 4; r < w * 4 + 4; ++r) {
+    const int key = kt + j;
+    const bool valid = key < k1 && key <= sm.lim[r];
+    const float s = valid ? sm.s[r * Smem::kLdS + j] : -INFINITY;
+    float mx = s;
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float m_old = sm.rowm[r], m_new = fmaxf(m_old, mx);
+    float p = 0.0f, alpha = 1.0f;
+    if (m_new != -INFINITY) {
+      p = valid ? expf(s - m_new) : 0.0f;
+      alpha = expf(m_old - m_new);  // 0 while the row saw nothing
+    }
+    float sum = p;
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const __nv_bfloat16 ph = __float2bfloat16_rn(p);
+    sm.ph[r * Smem::kLdP + j] = ph;
+    if (split) sm.pl[r * Smem::kLdP + j] = __float2bfloat16_rn(p - __bfloat162float(ph));
+    if (j == 0) {
+      sm.rowl[r] = sm.rowl[r] * alpha + sum;
+      sm.rowm[r] = m_new;
+      sm.alpha[r] = alpha;
+    }
+  }
+}
+
+// A operand of P rows m·16 … over keys ks·16 … (16x16 bf16).
+__device__ inline void load_p(const __nv_bfloat16* P, int m, int ks, uint32_t* a) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int ra = (m * 16 + g) * Smem::kLdP + ks * 16 + 2 * t;
+  a[0] = ld32(P + ra);
+  a[1] = ld32(P + ra + 8 * Smem::kLdP);
+  a[2] = ld32(P + ra + 8);
+  a[3] = ld32(P + ra + 8 * Smem::kLdP + 8);
+}
+
+// B operand of values: keys ks·16 … (k) by latent columns c0 … (n), from the key tile.
+__device__ inline void load_v(const __nv_bfloat16* K, int ldw, int ks, int c0, uint32_t* b) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const __nv_bfloat16* v = K + (ks * 16 + 2 * t) * ldw + c0 + g;
+  b[0] = pair(v, v + ldw);
+  b[1] = pair(v + 8 * ldw, v + 9 * ldw);
+}
+
+// O += P V for warp w's tiles: rows m = w % 3, value columns 8·(w/3 + 4i).
+template <bool kSplit>
+__device__ void value_tiles(const Smem& sm, int ldw, int Dc, float (&acc)[kOTiles][4]) {
+  const int w = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, m = w % 3;
+  const float a0 = sm.alpha[m * 16 + g], a1 = sm.alpha[m * 16 + g + 8];
+  uint32_t ah0[4], ah1[4], al0[4], al1[4];
+  load_p(sm.ph, m, 0, ah0);
+  load_p(sm.ph, m, 1, ah1);
+  if (kSplit) {
+    load_p(sm.pl, m, 0, al0);
+    load_p(sm.pl, m, 1, al1);
+  }
+#pragma unroll
+  for (int i = 0; i < kOTiles; ++i) {
+    const int c0 = 8 * (w / 3 + 4 * i);
+    if (c0 >= Dc) continue;
+    acc[i][0] *= a0;
+    acc[i][1] *= a0;
+    acc[i][2] *= a1;
+    acc[i][3] *= a1;
+    uint32_t b0[2], b1[2];
+    load_v(sm.kh, ldw, 0, c0, b0);
+    load_v(sm.kh, ldw, 1, c0, b1);
+    mma(acc[i], ah0, b0);
+    mma(acc[i], ah1, b1);
+    if (kSplit) {
+      uint32_t bl0[2], bl1[2];
+      load_v(sm.kl, ldw, 0, c0, bl0);
+      load_v(sm.kl, ldw, 1, c0, bl1);
+      mma(acc[i], ah0, bl0);
+      mma(acc[i], ah1, bl1);
+      mma(acc[i], al0, b0);
+      mma(acc[i], al1, b1);
+    }
+  }
+}
+
+// One work item: partial O [kRows, Dc] (unnormalised) and (max, sum) per row.
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreads, 1)
+    split_kv(const float* qt, const SeqInfo* seqs, const int32_t* tables, const Item* items, int H,
+             int W, int Dc, int ldw, float* opart, float2* ml) {
+  extern __shared__ __align__(16) char smem_raw[];
+  const Item it = items[blockIdx.x];
+  const SeqInfo sq = seqs[it.seq];
+  const Smem sm(smem_raw, ldw, kSplit);
+  const int wp = (W + 15) / 16 * 16;
+  init_rows(sm, qt, sq, it, H, W, ldw, kSplit);
+  TileLoader ld;
+  ld.W = W;
+  ld.c4 = (W + 3) / 4;
+  ld.vec = W % 4 == 0 && sq.width % 4 == 0 && (sq.bt == 0 || sq.stride % 4 == 0) &&
+           reinterpret_cast<uintptr_t>(sq.base) % 16 == 0;
+  float acc[kOTiles][4] = {};
+  ld.load(sq, tables, it.k0, it.k1);
+  for (int kt = it.k0; kt < it.k1; kt += kKeys) {
+    __syncthreads();  // the previous tile's reads of kh/kl/ph/pl are done
+    ld.store(sm, ldw, kSplit);
+    __syncthreads();
+    if (kt + kKeys < it.k1) ld.load(sq, tables, kt + kKeys, it.k1);  // in flight meanwhile
+    score_tile<kSplit>(sm, ldw, wp);
+    __syncthreads();
+    softmax_tile(sm, kt, it.k1, kSplit);
+    __syncthreads();
+    value_tiles<kSplit>(sm, ldw, Dc, acc);
+  }
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m = w % 3;
+  float* out = opart + int64_t{blockIdx.x} * kRows * Dc;
+#pragma unroll
+  for (int i = 0; i < kOTiles; ++i) {
+    const int c = 8 * (w / 3 + 4 * i) + 2 * t;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = m * 16 + g + 8 * h;
+      if (c < Dc) out[r * Dc + c] = acc[i][2 * h];
+      if (c + 1 < Dc) out[r * Dc + c + 1] = acc[i][2 * h + 1];
+    }
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
+    ml[int64_t{blockIdx.x} * kRows + r] = make_float2(sm.rowm[r], sm.rowl[r]);
+  }
+}
+
+// ō of compact row (j, h): the key ranges' partials merged.
+__global__ void combine(const SeqInfo* seqs, const int32_t* row_seq, const float* opart,
+                        const float2* ml, int H, int Dc, float* obar) {
+  const int row = blockIdx.x, j = row / H, h = row % H;
+  const SeqInfo sq = seqs[row_seq[j]];
+  const int R = (j - sq.tok0) * H + h, g = R / kRows, r = R % kRows;
+  float M = -INFINITY;
+  for (int k = 0; k < sq.splits; ++k) {
+    M = fmaxf(M, ml[int64_t{sq.item0 + k * sq.groups + g} * kRows + r].x);
+  }
+  float L = 0;
+  for (int k = 0; k < sq.splits; ++k) {
+    const float2 x = ml[int64_t{sq.item0 + k * sq.groups + g} * kRows + r];
+    if (x.x != -INFINITY) L += expf(x.x - M) * x.y;
+  }
+  for (int c = threadIdx.x; c < Dc; c += blockDim.x) {
+    float a = 0;
+    for (int k = 0; k < sq.splits; ++k) {
+      const int64_t item = sq.item0 + k * sq.groups + g;
+      const float m = ml[item * kRows + r].x;
+      if (m != -INFINITY) a += expf(m - M) * opart[(item * kRows + r) * Dc + c];
+    }
+    obar[int64_t{row} * Dc + c] = a / L;
+  }
+}
+
+// out(j, h, o) = scale · Σ_i W[h·head_rows + row_off + o, i] · in(j, h, i) for n_tok compact
+// token rows j; in/out rows through optional maps (the step's token rows).
+struct HeadGemv {
+  const void* w;
+  bool bf16;
+  int head_rows, row_off, n_out, n_in;
+  const float* in;
+  int in_ld;
+  const int32_t* in_map;
+  float* out;
+  int out_ld;
+  const int32_t* out_map;
+  int n_tok, H;
+  float scale;
+};
+
+// A block: kGemvOuts outputs (lane) × chunks of kGemvToks tokens (warp w: 8 of them), the
+// weight tile and the chunk's inputs in shared memory, read as float4 along i.
+constexpr int kGemvOuts = 32, kGemvWarps = 8, kGemvToks = 8 * kGemvWarps;
+constexpr int kGemvThreads = 32 * kGemvWarps;
+
+__host__ __device__ inline int gemv_ld(int n_in) { return (n_in + 31) / 32 * 32 + 4; }
+
+__global__ void head_gemv(HeadGemv p) {
+  extern __shared__ float4 gsm4[];
+  float* gsm = reinterpret_cast<float*>(gsm4);
+  const int h = blockIdx.x, o0 = blockIdx.y * kGemvOuts, ld = gemv_ld(p.n_in);
+  const int n4 = (p.n_in + 3) / 4 * 4;
+  float* wt = gsm;                   // [kGemvOuts, ld]
+  float* xs = gsm + kGemvOuts * ld;  // [kGemvToks, n4]
+  for (int i = threadIdx.x; i < kGemvOuts * n4; i += blockDim.x) {
+    const int o = i / n4, c = i % n4;
+    float x = 0;
+    if (o0 + o < p.n_out && c < p.n_in) {
+      const int64_t e = (int64_t{h} * p.head_rows + p.row_off + o0 + o) * p.n_in + c;
+      x = p.bf16 ? __uint_as_float(uint32_t{static_cast<const uint16_t*>(p.w)[e]} << 16)
+                 : static_cast<const float*>(p.w)[e];
+    }
+    wt[o * ld + c] = x;
+  }
+  const int o = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int j0 = 0; j0 < p.n_tok; j0 += kGemvToks) {
+    const int nj = min(kGemvToks, p.n_tok - j0);
+    __syncthreads();  // wt written / previous xs reads done
+    for (int i = threadIdx.x; i < nj * n4; i += blockDim.x) {
+      const int jj = j0 + i / n4, c = i % n4;
+      float x = 0;
+      if (c < p.n_in) {
+        const int64_t row = p.in_map != nullptr ? p.in_map[jj] : jj;
+        x = p.in[(row * p.H + h) * p.in_ld + c];
+      }
+      xs[i] = x;
+    }
+    __syncthreads();
+    if (warp * 8 >= nj) continue;
+    float a[8] = {};
+    const float4* w4 = reinterpret_cast<const float4*>(wt + o * ld);
+    const float4* x4 = reinterpret_cast<const float4*>(xs + warp * 8 * n4);
+    for (int c = 0; c < n4 / 4; ++c) {
+      const float4 wv = w4[c];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float4 xv = x4[t * (n4 / 4) + c];  // rows past nj hold stale inputs: unused
+        a[t] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+      }
+    }
+    if (o0 + o >= p.n_out) continue;
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      const int j = j0 + warp * 8 + t;
+      if (j - j0 >= nj) break;
+      const int64_t row = p.out_map != nullptr ? p.out_map[j] : j;
+      p.out[(row * p.H + h) * p.out_ld + o0 + o] = a[t] * p.scale;
+    }
+  }
+}
+
+// q̃'s rope part: qt[j, h, Dc + i] = scale · q[tok[j], h, Dn + i].
+__global__ void copy_rope(const float* q, const int32_t* tok, int n_tok, int H, int Dn, int Dr,
+                          int Dc, float scale, float* qt) {
+  const int64_t n = int64_t{n_tok} * H * Dr;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t jh = i / Dr, j = jh / H, h = jh % H, c = i % Dr;
+    qt[jh * (Dc + Dr) + Dc + c] = scale * q[(int64_t{tok[j]} * H + h) * (Dn + Dr) + Dn + c];
+  }
+}
+
+void launch_gemv(const HeadGemv& p) {
+  if (p.n_tok == 0 || p.n_out == 0) return;
+  const size_t smem =
+      static_cast<size_t>(kGemvOuts * gemv_ld(p.n_in) + kGemvToks * ((p.n_in + 3) / 4 * 4)) * 4;
+  check(smem <= 200 * 1024, "mla_absorbed_batch (cuda): head width ", p.n_in, " too large");
+  static size_t configured = 48 * 1024;
+  if (smem > configured) {
+    cuda::check_cuda(cudaFuncSetAttribute(head_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)),
+                     "head_gemv smem attribute");
+    configured = smem;
+  }
+  const dim3 grid(static_cast<unsigned>(p.H),
+                  static_cast<unsigned>(cuda::blocks_for(p.n_out, kGemvOuts)));
+  head_gemv<<<grid, kGemvThreads, smem, stream()>>>(p);
+  check_launch("mla head_gemv");
+}
+
+size_t mat_bytes(const Mat& m) {
+  return static_cast<size_t>(m.rows * m.cols) * (m.format == MatFormat::bf16 ? 2 : 4);
+}
+
+// The host plan of one call: sequences, packed block tables, work items, compact token rows.
+struct Plan {
+  std::vector<SeqInfo> seqs;
+  std::vector<int32_t> tables, tok, row_seq;
+  std::vector<Item> items;
+};
+
+int cached_sm_count() {
+  static int n = 0;
+  if (n == 0) {
+    int dev = 0;
+    cuda::check_cuda(cudaGetDevice(&dev), "device");
+    cuda::check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "sm count");
+  }
+  return n;
+}
+
+// Key ranges: about four blocks per multiprocessor over the whole batch, in whole tiles.
+Plan make_plan(Args& a, const MlaBatchSeq* seqs, int64_t n_seqs, int64_t H) {
+  Plan p;
+  int64_t work = 0;  // key tiles × row groups
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    const int64_t S = seqs[i].n_past + seqs[i].n, G = (seqs[i].n * H + kRows - 1) / kRows;
+    if (seqs[i].n > 0) work += (S + kKeys - 1) / kKeys * G;
+  }
+  const int64_t target = 4 * int64_t{cached_sm_count()};
+  const int64_t tiles_per_item = std::max<int64_t>(2, (work + target - 1) / target);
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    const MlaBatchSeq& s = seqs[i];
+    if (s.n == 0) continue;
+    const int64_t S = s.n_past + s.n, G = (s.n * H + kRows - 1) / kRows;
+    const int64_t tiles = (S + kKeys - 1) / kKeys;
+    const int64_t splits = (tiles + tiles_per_item - 1) / tiles_per_item;
+    const int64_t per = (tiles + splits - 1) / splits * kKeys;  // keys per range, even
+    check(S < (int64_t{1} << 30), "mla_absorbed_batch (cuda): context of ", S, " rows");
+    const PagedRows& c = s.cache;
+    const bool contiguous = c.block_tokens >= S;
+    SeqInfo si{};
+    const int64_t nb = contiguous ? 1 : (S - 1) / c.block_tokens + 1;
+    int64_t extent = 0;  // floats of the cache the rows reach (for staging)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t rows = std::min(contiguous ? S : c.block_tokens, S - b * c.block_tokens);
+      extent = std::max(extent, c.blocks[b] * c.block_stride + rows * c.width);
+    }
+    si.base = a.in(c.base, static_cast<size_t>(extent));
+    if (contiguous) si.base += c.blocks[0] * c.block_stride;
+    si.stride = c.block_stride;
+    si.width = c.width;
+    si.bt = contiguous ? 0 : static_cast<int32_t>(c.block_tokens);
+    si.table0 = static_cast<int32_t>(p.tables.size());
+    if (!contiguous) p.tables.insert(p.tables.end(), c.blocks, c.blocks + nb);
+    si.tok0 = static_cast<int32_t>(p.tok.size());
+    si.n = static_cast<int32_t>(s.n);
+    si.n_past = static_cast<int32_t>(s.n_past);
+    si.item0 = static_cast<int32_t>(p.items.size());
+    si.groups = static_cast<int32_t>(G);
+    si.splits = static_cast<int32_t>(splits);
+    const int32_t seq = static_cast<int32_t>(p.seqs.size());
+    for (int64_t k = 0; k < splits; ++k) {
+      for (int64_t g = 0; g < G; ++g) {
+        p.items.push_back({seq, static_cast<int32_t>(g), static_cast<int32_t>(k * per),
+                           static_cast<int32_t>(std::min(S, (k + 1) * per))});
+      }
+    }
+    for (int64_t t = 0; t < s.n; ++t) {
+      p.tok.push_back(static_cast<int32_t>(s.t0 + t));
+      p.row_seq.push_back(seq);
+    }
+    p.seqs.push_back(si);
+  }
+  return p;
+}
+
+// The plan's arrays in one upload.
+struct DevicePlan {
+  const SeqInfo* seqs;
+  const int32_t *tables, *tok, *row_seq;
+  const Item* items;
+};
+
+DevicePlan upload_plan(Args& a, const Plan& p) {
+  const size_t n_seq = p.seqs.size() * sizeof(SeqInfo), n_it = p.items.size() * sizeof(Item);
+  const size_t n_tab = p.tables.size() * 4, n_tok = p.tok.size() * 4;
+  std::vector<uint8_t> buf(n_seq + n_it + n_tab + 2 * n_tok + 16);
+  uint8_t* b = buf.data();
+  std::memcpy(b, p.seqs.data(), n_seq);
+  std::memcpy(b + n_seq, p.items.data(), n_it);
+  std::memcpy(b + n_seq + n_it, p.tables.data(), n_tab);
+  std::memcpy(b + n_seq + n_it + n_tab, p.tok.data(), n_tok);
+  std::memcpy(b + n_seq + n_it + n_tab + n_tok, p.row_seq.data(), n_tok);
+  const uint8_t* d = a.host_array(buf.data(), buf.size());
+  return {reinterpret_cast<const SeqInfo*>(d), reinterpret_cast<const int32_t*>(d + n_seq + n_it),
+          reinterpret_cast<const int32_t*>(d + n_seq + n_it + n_tab),
+          reinterpret_cast<const int32_t*>(d + n_seq + n_it + n_tab + n_tok),
+          reinterpret_cast<const Item*>(d + n_seq)};
+}
+
+template <bool kSplit>
+void launch_split_kv(const float* qt, const DevicePlan& dp, int64_t n_items, MlaShape d,
+                     float* opart, float2* ml) {
+  const int W = static_cast<int>(d.Dc + d.Dr), ldw = (W + 15) / 16 * 16 + 8;
+  const size_t smem = Smem::bytes(ldw, kSplit);
+  static size_t configured = 48 * 1024;
+  if (smem > configured) {
+    cuda::check_cuda(
+        cudaFuncSetAttribute(split_kv<kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem)),
+        "split_kv smem attribute");
+    configured = smem;
+  }
+  split_kv<kSplit><<<static_cast<unsigned>(n_items), kThreads, smem, stream()>>>(
+      qt, dp.seqs, dp.tables, dp.items, static_cast<int>(d.H), W, static_cast<int>(d.Dc), ldw,
+      opart, ml);
+  check_launch("mla split_kv");
+}
+
+template <bool kSplit>
+void run_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs, const MlaAbsorbedWeights& w,
+               MlaShape d, float* o) {
+  const int64_t H = d.H, Dq = d.Dn + d.Dr, W = d.Dc + d.Dr;
+  int64_t T = 0, n_tok = 0;
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    if (seqs[i].n == 0) continue;
+    T = std::max(T, seqs[i].t0 + seqs[i].n);
+    n_tok += seqs[i].n;
+  }
+  if (n_tok == 0 || H == 0) return;
+  const Mat& uk = w.uk_t;
+  check(uk.format == w.kv_b.format && uk.format != MatFormat::mxfp4,
+        "mla_absorbed_batch (cuda): BF16 or F32 attention weights only");
+  if (d.Dc > kMaxDc || W > kMaxW) {  // wider than the tiles: one sequence at a time
+    const int64_t Dv = d.Dv;
+    for (int64_t i = 0; i < n_seqs; ++i) {
+      if (seqs[i].n == 0) continue;
+      MlaShape sh = d;
+      sh.T = seqs[i].n;
+      sh.n_past = seqs[i].n_past;
+      mla_absorbed_simple_cuda(q + seqs[i].t0 * H * Dq, seqs[i].cache, w, sh,
+                               o + seqs[i].t0 * H * Dv);
+    }
+    return;
+  }
+  Args a;
+  const Plan plan = make_plan(a, seqs, n_seqs, H);
+  const DevicePlan dp = upload_plan(a, plan);
+  const float* dq = a.in(q, T * H * Dq);
+  float* dout = a.inout(o, T * H * d.Dv);  // rows of other sequences are kept
+  const void* duk = a.in(static_cast<const uint8_t*>(uk.data), mat_bytes(uk));
+  const void* dkv = a.in(static_cast<const uint8_t*>(w.kv_b.data), mat_bytes(w.kv_b));
+  const bool bf16 = uk.format == MatFormat::bf16;
+  const float scale = 1.0f / sqrtf(static_cast<float>(Dq));
+  const int64_t n_items = static_cast<int64_t>(plan.items.size());
+  cuda::Scratch qt(n_tok * H * W * 4), obar(n_tok * H * d.Dc * 4);
+  cuda::Scratch opart(n_items * kRows * d.Dc * 4), ml(n_items * kRows * 8);
+  auto* dqt = static_cast<float*>(qt.get());
+  auto* dobar = static_cast<float*>(obar.get());
+  const int Hi = static_cast<int>(H), nt = static_cast<int>(n_tok);
+  launch_gemv({duk, bf16, static_cast<int>(d.Dc), 0, static_cast<int>(d.Dc), static_cast<int>(d.Dn),
+               dq, static_cast<int>(Dq), dp.tok, dqt, static_cast<int>(W), nullptr, nt, Hi, scale});
+  if (d.Dr > 0) {
+    copy_rope<<<cuda::blocks_for(n_tok * H * d.Dr, 256), 256, 0, stream()>>>(
+        dq, dp.tok, nt, Hi, static_cast<int>(d.Dn), static_cast<int>(d.Dr), static_cast<int>(d.Dc),
+        scale, dqt);
+    check_launch("mla copy_rope");
+  }
+  launch_split_kv<kSplit>(dqt, dp, n_items, d, static_cast<float*>(opart.get()),
+                          static_cast<float2*>(ml.get()));
+  combine<<<static_cast<unsigned>(n_tok * H), 128, 0, stream()>>>(
+      dp.seqs, dp.row_seq, static_cast<const float*>(opart.get()),
+      static_cast<const float2*>(ml.get()), Hi, static_cast<int>(d.Dc), dobar);
+  check_launch("mla combine");
+  launch_gemv({dkv, bf16, static_cast<int>(d.Dn + d.Dv), static_cast<int>(d.Dn),
+               static_cast<int>(d.Dv), static_cast<int>(d.Dc), dobar, static_cast<int>(d.Dc),
+               nullptr, dout, static_cast<int>(d.Dv), dp.tok, nt, Hi, 1.0f});
+}
+
+}  // namespace
+
+void mla_absorbed_batch_cuda(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                             const MlaAbsorbedWeights& w, MlaShape dims, float* o) {
+  run_batch<true>(q, seqs, n_seqs, w, dims, o);
+}
+
+void mla_absorbed_batch_bf16_cuda(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                                  const MlaAbsorbedWeights& w, MlaShape dims, float* o) {
+  run_batch<false>(q, seqs, n_seqs, w, dims, o);
+}
+
+}  // namespace k3
