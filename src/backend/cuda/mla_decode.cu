@@ -91,12 +91,14 @@ struct Smem {
   __nv_bfloat16 *qh, *ql;  // [kRows, ldw]
   __nv_bfloat16 *kh, *kl;  // [kKeys, ldw]
   __nv_bfloat16 *ph, *pl;  // [kRows, kKeys + 8]
+  float4* raw;             // [kChunks · kThreads] the next tile (bf16 kernel only)
   static constexpr int kLdS = kKeys + 4, kLdP = kKeys + 8;
 
   __host__ __device__ static size_t bytes(int ldw, bool split) {
     const size_t f = (kRows * kLdS + 3 * kRows) * 4 + kRows * 4;
     const size_t q = size_t{kRows} * ldw * 2, k = size_t{kKeys} * ldw * 2, p = kRows * kLdP * 2;
-    return f + (split ? 2 : 1) * (q + k + p);
+    const size_t raw = split ? 0 : sizeof(float4) * kChunks * kThreads;
+    return f + (split ? 2 : 1) * (q + k + p) + raw;
   }
   __device__ Smem(char* base, int ldw, bool split) {
     s = reinterpret_cast<float*>(base);
@@ -110,23 +112,33 @@ struct Smem {
     ql = split ? ph + kRows * kLdP : qh;
     kl = split ? ql + kRows * ldw : kh;
     pl = split ? kl + kKeys * ldw : ph;
+    raw = reinterpret_cast<float4*>(split ? pl + kRows * kLdP : ph + kRows * kLdP);
   }
 };
 
 // The tile's cached rows as 4-float chunks: chunk i of a thread is row / column
-// (tid + i·kThreads) / c4, % c4 (the same for every tile).
+// (tid + i·kThreads) / c4, % c4 (the same for every tile). The next tile is in flight while
+// the block computes on this one: kAsync copies it into a raw fp32 buffer in shared memory
+// (cp.async, no registers); otherwise it waits in registers (the fp32-grade kernel has no
+// shared memory left for the raw buffer).
+template <bool kAsync>
 struct TileLoader {
   int c4, W;
   bool vec;  // rows are 16-byte aligned with W % 4 == 0
-  float4 v[kChunks];
+  float4 v[kAsync ? 1 : kChunks];
 
-  __device__ void load(const SeqInfo& sq, const int32_t* tables, int kt, int k1) {
+  __device__ void load(const Smem& sm, const SeqInfo& sq, const int32_t* tables, int kt, int k1) {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int ci = threadIdx.x + i * kThreads, j = ci / c4, col = (ci % c4) * 4;
       float4 x = make_float4(0, 0, 0, 0);
       if (j < kKeys && kt + j < k1) {
         const float* r = cache_row(sq, tables, kt + j) + col;
+        if (vec && kAsync) {
+          const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(sm.raw + ci));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(r));
+          continue;
+        }
         if (vec) {
           x = __ldg(reinterpret_cast<const float4*>(r));
         } else {
@@ -136,15 +148,21 @@ struct TileLoader {
           if (col + 3 < W) x.w = __ldg(r + 3);
         }
       }
-      v[i] = x;
+      if (kAsync) {
+        if (j < kKeys) sm.raw[ci] = x;
+      } else {
+        v[i] = x;
+      }
     }
+    if (kAsync) asm volatile("cp.async.commit_group;\n" ::);
   }
-  __device__ void store(const Smem& sm, int ldw, bool split) const {
+  __device__ void store(const Smem& sm, int ldw, bool split) {
+    if (kAsync) asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's chunks
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int ci = threadIdx.x + i * kThreads, j = ci / c4, col = (ci % c4) * 4;
       if (j >= kKeys) continue;
-      const float4 x = v[i];
+      const float4 x = kAsync ? sm.raw[ci] : v[kAsync ? 0 : i];
       *reinterpret_cast<uint2*>(sm.kh + j * ldw + col) =
           make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
       if (split) {
@@ -300,18 +318,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Smem sm(smem_raw, ldw, kSplit);
   const int wp = (W + 15) / 16 * 16;
   init_rows(sm, qt, sq, it, H, W, ldw, kSplit);
-  TileLoader ld;
+  TileLoader<!kSplit> ld;
   ld.W = W;
   ld.c4 = (W + 3) / 4;
   ld.vec = W % 4 == 0 && sq.width % 4 == 0 && (sq.bt == 0 || sq.stride % 4 == 0) &&
            reinterpret_cast<uintptr_t>(sq.base) % 16 == 0;
   float acc[kOTiles][4] = {};
-  ld.load(sq, tables, it.k0, it.k1);
+  ld.load(sm, sq, tables, it.k0, it.k1);
   for (int kt = it.k0; kt < it.k1; kt += kKeys) {
     __syncthreads();  // the previous tile's reads of kh/kl/ph/pl are done
     ld.store(sm, ldw, kSplit);
     __syncthreads();
-    if (kt + kKeys < it.k1) ld.load(sq, tables, kt + kKeys, it.k1);  // in flight meanwhile
+    if (kt + kKeys < it.k1) ld.load(sm, sq, tables, kt + kKeys, it.k1);  // in flight meanwhile
     score_tile<kSplit>(sm, ldw, wp);
     __syncthreads();
     softmax_tile(sm, kt, it.k1, kSplit);
