@@ -164,7 +164,107 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
+// The same step on float4 columns (V % 4 == 0, 16-byte aligned rows): a block owns 64 value
+// columns (16 lanes × 4) of one (sequence, head); half-warp r holds rows r, r+16, ….
+constexpr int kVecGroups = kDecodeThreads / 16;
+
+template <int kRowsPerThread>
+__global__ void __launch_bounds__(kDecodeThreads)
+    kda_decode_step4(const float* q, const float* k, const float* v, const float* g,
+                     const float* beta, const DecodeSeqs seqs, int H, int K, int V, int vtiles,
+                     float* o) {
+  __shared__ float kk[kMaxK], qq[kMaxK], ag[kMaxK];
+  __shared__ float4 red[kVecGroups][16];
+  const int si = blockIdx.x / vtiles, l16 = threadIdx.x % 16, rg = threadIdx.x / 16;
+  const int j4 = (blockIdx.x % vtiles) * 16 + l16, V4 = V / 4, h = blockIdx.y;
+  const bool col = j4 < V4;
+  const int64_t row = seqs.t0[si] * H + h;
+  float4* S = reinterpret_cast<float4*>(seqs.S[si] + int64_t{h} * K * V);
+  float4 st[kRowsPerThread];
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {  // the state loads first: all in flight at once
+    const int i = rg + kVecGroups * m;
+    st[m] = i < K && col ? S[int64_t{i} * V4 + j4] : make_float4(0, 0, 0, 0);
+  }
+  for (int i = threadIdx.x; i < K; i += kDecodeThreads) {
+    kk[i] = k[row * K + i];
+    qq[i] = q[row * K + i];
+    ag[i] = expf(g[row * K + i]);
+  }
+  __syncthreads();
+  float4 part = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kVecGroups * m;
+    if (i < K) {
+      const float a = ag[i], kv = kk[i];
+      st[m].x *= a, st[m].y *= a, st[m].z *= a, st[m].w *= a;
+      part.x += st[m].x * kv, part.y += st[m].y * kv, part.z += st[m].z * kv,
+          part.w += st[m].w * kv;
+    }
+  }
+  red[rg][l16] = part;
+  __syncthreads();
+  float4 u = col ? reinterpret_cast<const float4*>(v + row * V)[j4] : make_float4(0, 0, 0, 0);
+  for (int r = 0; r < kVecGroups; ++r) {
+    const float4 x = red[r][l16];
+    u.x -= x.x, u.y -= x.y, u.z -= x.z, u.w -= x.w;
+  }
+  const float b = beta[row];
+  const float4 bu = make_float4(b * u.x, b * u.y, b * u.z, b * u.w);
+  part = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kVecGroups * m;
+    if (i < K) {
+      const float kv = kk[i], qv = qq[i];
+      st[m].x += kv * bu.x, st[m].y += kv * bu.y, st[m].z += kv * bu.z, st[m].w += kv * bu.w;
+      part.x += st[m].x * qv, part.y += st[m].y * qv, part.z += st[m].z * qv,
+          part.w += st[m].w * qv;
+    }
+  }
+  __syncthreads();  // every thread has read red
+  red[rg][l16] = part;
+  __syncthreads();
+  if (rg == 0 && col) {
+    float4 out = make_float4(0, 0, 0, 0);
+    for (int r = 0; r < kVecGroups; ++r) {
+      const float4 x = red[r][l16];
+      out.x += x.x, out.y += x.y, out.z += x.z, out.w += x.w;
+    }
+    reinterpret_cast<float4*>(o + row * V)[j4] = out;
+  }
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kVecGroups * m;
+    if (i < K && col) S[int64_t{i} * V4 + j4] = st[m];
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The float4 kernel when every row it touches is 16-byte aligned.
+bool launch_decode4(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape s, float* o) {
+  if (s.V % 4 != 0 || s.K > 16 * kVecGroups || !aligned16(d.v) || !aligned16(o)) return false;
+  for (int i = 0; i < n; ++i) {
+    if (!aligned16(seqs.S[i])) return false;
+  }
+  const int K = static_cast<int>(s.K), V = static_cast<int>(s.V), vtiles = (V + 63) / 64;
+  const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
+  const int H = static_cast<int>(s.H);
+  if (K <= 8 * kVecGroups) {
+    kda_decode_step4<8><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                                                               K, V, vtiles, o);
+  } else {
+    kda_decode_step4<16><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                                                                K, V, vtiles, o);
+  }
+  check_launch("kda_decode (float4)");
+  return true;
+}
+
 void launch_decode(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape s, float* o) {
+  if (launch_decode4(d, seqs, n, s, o)) return;
   const int K = static_cast<int>(s.K), V = static_cast<int>(s.V), vtiles = (V + 31) / 32;
   const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
   const int H = static_cast<int>(s.H);

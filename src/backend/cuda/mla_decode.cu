@@ -34,6 +34,10 @@ constexpr int kMaxDc = 512;  // O tiles per warp: kMaxDc / 8 / (kWarps / 3)
 constexpr int kOTiles = kMaxDc / 8 / (kWarps / 3);
 constexpr int kMaxW = 576;  // widest cached row (chunks of 4 prefetched per thread)
 constexpr int kChunks = (kKeys * kMaxW / 4 + kThreads - 1) / kThreads;
+// The bf16 kernel: warp w scores rows (w % 3)·16 … over the k-quarter w / 3 of the columns,
+// its q̃ fragments held in registers for the whole item.
+constexpr int kQuarters = kWarps / 3;
+constexpr int kQSteps = (kMaxW / 16 + kQuarters - 1) / kQuarters;
 
 struct SeqInfo {
   const float* base;
@@ -94,20 +98,22 @@ struct Smem {
   float4* raw;             // [kChunks · kThreads] the next tile (bf16 kernel only)
   static constexpr int kLdS = kKeys + 4, kLdP = kKeys + 8;
 
+  // Score partials: one per k-quarter in the bf16 kernel (its q̃ lives in registers).
+  __host__ __device__ static int parts(bool split) { return split ? 1 : kQuarters; }
   __host__ __device__ static size_t bytes(int ldw, bool split) {
-    const size_t f = (kRows * kLdS + 3 * kRows) * 4 + kRows * 4;
+    const size_t f = (parts(split) * kRows * kLdS + 3 * kRows) * 4 + kRows * 4;
     const size_t q = size_t{kRows} * ldw * 2, k = size_t{kKeys} * ldw * 2, p = kRows * kLdP * 2;
     const size_t raw = split ? 0 : sizeof(float4) * kChunks * kThreads;
-    return f + (split ? 2 : 1) * (q + k + p) + raw;
+    return f + (split ? 2 * (q + k + p) : k + p) + raw;
   }
   __device__ Smem(char* base, int ldw, bool split) {
     s = reinterpret_cast<float*>(base);
-    rowm = s + kRows * kLdS;
+    rowm = s + parts(split) * kRows * kLdS;
     rowl = rowm + kRows;
     alpha = rowl + kRows;
     lim = reinterpret_cast<int*>(alpha + kRows);
     qh = reinterpret_cast<__nv_bfloat16*>(lim + kRows);
-    kh = qh + kRows * ldw;
+    kh = split ? qh + kRows * ldw : qh;  // no q̃ in shared memory for the bf16 kernel
     ph = kh + kKeys * ldw;
     ql = split ? ph + kRows * kLdP : qh;
     kl = split ? ql + kRows * ldw : kh;
@@ -125,49 +131,80 @@ template <bool kAsync>
 struct TileLoader {
   int c4, W;
   bool vec;  // rows are 16-byte aligned with W % 4 == 0
-  float4 v[kAsync ? 1 : kChunks];
+  // The register path holds the first kHeld chunks only (the rest are read at store time):
+  // the fp32-grade kernel has no registers for all of them.
+  static constexpr int kHeld = kAsync ? 1 : kChunks / 2;
+  float4 v[kHeld];
+  int held_kt, held_k1;
 
   __device__ void load(const Smem& sm, const SeqInfo& sq, const int32_t* tables, int kt, int k1) {
+    if constexpr (kAsync) {  // copies need no registers: a plain loop
+      for (int ci = threadIdx.x; ci < kKeys * c4; ci += kThreads)
+        load_async(sm, sq, tables, kt, k1, ci);
+      asm volatile("cp.async.commit_group;\n" ::);
+    } else {
+      held_kt = kt;
+      held_k1 = k1;
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int ci = threadIdx.x + i * kThreads, j = ci / c4, col = (ci % c4) * 4;
-      float4 x = make_float4(0, 0, 0, 0);
-      if (j < kKeys && kt + j < k1) {
-        const float* r = cache_row(sq, tables, kt + j) + col;
-        if (vec && kAsync) {
-          const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(sm.raw + ci));
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(r));
-          continue;
-        }
-        if (vec) {
-          x = __ldg(reinterpret_cast<const float4*>(r));
-        } else {
-          x.x = __ldg(r);
-          if (col + 1 < W) x.y = __ldg(r + 1);
-          if (col + 2 < W) x.z = __ldg(r + 2);
-          if (col + 3 < W) x.w = __ldg(r + 3);
-        }
-      }
-      if (kAsync) {
-        if (j < kKeys) sm.raw[ci] = x;
+      for (int i = 0; i < kHeld; ++i) v[i] = chunk(sq, tables, kt, k1, threadIdx.x + i * kThreads);
+    }
+  }
+  __device__ float4 chunk(const SeqInfo& sq, const int32_t* tables, int kt, int k1, int ci) const {
+    const int j = ci / c4, col = (ci % c4) * 4;
+    float4 x = make_float4(0, 0, 0, 0);
+    if (j < kKeys && kt + j < k1) {
+      const float* r = cache_row(sq, tables, kt + j) + col;
+      if (vec) {
+        x = __ldg(reinterpret_cast<const float4*>(r));
       } else {
-        v[i] = x;
+        x.x = __ldg(r);
+        if (col + 1 < W) x.y = __ldg(r + 1);
+        if (col + 2 < W) x.z = __ldg(r + 2);
+        if (col + 3 < W) x.w = __ldg(r + 3);
       }
     }
-    if (kAsync) asm volatile("cp.async.commit_group;\n" ::);
+    return x;
   }
-  __device__ void store(const Smem& sm, int ldw, bool split) {
-    if (kAsync) asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's chunks
+  __device__ void load_async(const Smem& sm, const SeqInfo& sq, const int32_t* tables, int kt,
+                             int k1, int ci) const {
+    const int j = ci / c4, col = (ci % c4) * 4;
+    float4 x = make_float4(0, 0, 0, 0);
+    if (kt + j < k1) {
+      const float* r = cache_row(sq, tables, kt + j) + col;
+      if (vec) {
+        const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(sm.raw + ci));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(r));
+        return;
+      }
+      x.x = __ldg(r);
+      if (col + 1 < W) x.y = __ldg(r + 1);
+      if (col + 2 < W) x.z = __ldg(r + 2);
+      if (col + 3 < W) x.w = __ldg(r + 3);
+    }
+    sm.raw[ci] = x;
+  }
+  __device__ void store(const Smem& sm, const SeqInfo& sq, const int32_t* tables, int ldw,
+                        bool split) {
+    if constexpr (kAsync) {
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's chunks
+      for (int ci = threadIdx.x; ci < kKeys * c4; ci += kThreads) {
+        const int j = ci / c4, col = (ci % c4) * 4;
+        const float4 x = sm.raw[ci];
+        *reinterpret_cast<uint2*>(sm.kh + j * ldw + col) =
+            make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
+      }
+    } else {
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int ci = threadIdx.x + i * kThreads, j = ci / c4, col = (ci % c4) * 4;
-      if (j >= kKeys) continue;
-      const float4 x = kAsync ? sm.raw[ci] : v[kAsync ? 0 : i];
-      *reinterpret_cast<uint2*>(sm.kh + j * ldw + col) =
-          make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
-      if (split) {
-        *reinterpret_cast<uint2*>(sm.kl + j * ldw + col) = make_uint2(
-            pack_bf16(bf16_rest(x.x), bf16_rest(x.y)), pack_bf16(bf16_rest(x.z), bf16_rest(x.w)));
+      for (int i = 0; i < kChunks; ++i) {
+        const int ci = threadIdx.x + i * kThreads, j = ci / c4, col = (ci % c4) * 4;
+        if (j >= kKeys) continue;
+        const float4 x = i < kHeld ? v[i < kHeld ? i : 0] : chunk(sq, tables, held_kt, held_k1, ci);
+        *reinterpret_cast<uint2*>(sm.kh + j * ldw + col) =
+            make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
+        if (split) {
+          *reinterpret_cast<uint2*>(sm.kl + j * ldw + col) = make_uint2(
+              pack_bf16(bf16_rest(x.x), bf16_rest(x.y)), pack_bf16(bf16_rest(x.z), bf16_rest(x.w)));
+        }
       }
     }
   }
@@ -177,7 +214,8 @@ struct TileLoader {
 __device__ void init_rows(const Smem& sm, const float* qt, const SeqInfo& sq, const Item& it, int H,
                           int W, int ldw, bool split) {
   const int rows = sq.n * H, wp = (W + 15) / 16 * 16;
-  for (int i = threadIdx.x; i < kRows * wp; i += blockDim.x) {
+#pragma unroll 4
+  for (int i = threadIdx.x; split && i < kRows * wp; i += blockDim.x) {
     const int r = i / wp, c = i % wp, R = it.group * kRows + r;
     const float x = R < rows && c < W ? qt[(int64_t{sq.tok0} * H + R) * W + c] : 0.0f;
     sm.qh[r * ldw + c] = __float2bfloat16_rn(x);
@@ -197,40 +235,90 @@ __device__ void init_rows(const Smem& sm, const float* qt, const SeqInfo& sq, co
   }
 }
 
-// S tile (m, n) of warp w: q̃ rows m·16 … against keys n·8 …, over all of wp columns.
-template <bool kSplit>
-__device__ void score_tile(const Smem& sm, int ldw, int wp) {
+// S tile (m, n) of warp w (fp32-grade kernel): q̃ rows m·16 … against keys n·8 …, over all of
+// wp columns; hi·hi, hi·lo and lo·hi in separate chains (independent mma.sync in flight).
+__device__ void score_tile_split(const Smem& sm, int ldw, int wp) {
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m = w / 4, n = w % 4;
-  float c[4] = {0, 0, 0, 0};
+  float c[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
   const int ra = (m * 16 + g) * ldw + 2 * t, rb = (n * 8 + g) * ldw + 2 * t;
+#pragma unroll 2
   for (int k0 = 0; k0 < wp; k0 += 16) {
     const uint32_t a[4] = {ld32(sm.qh + ra + k0), ld32(sm.qh + ra + 8 * ldw + k0),
                            ld32(sm.qh + ra + k0 + 8), ld32(sm.qh + ra + 8 * ldw + k0 + 8)};
     const uint32_t b[2] = {ld32(sm.kh + rb + k0), ld32(sm.kh + rb + k0 + 8)};
+    const uint32_t al[4] = {ld32(sm.ql + ra + k0), ld32(sm.ql + ra + 8 * ldw + k0),
+                            ld32(sm.ql + ra + k0 + 8), ld32(sm.ql + ra + 8 * ldw + k0 + 8)};
+    const uint32_t bl[2] = {ld32(sm.kl + rb + k0), ld32(sm.kl + rb + k0 + 8)};
     mma(c, a, b);
-    if (kSplit) {
-      const uint32_t al[4] = {ld32(sm.ql + ra + k0), ld32(sm.ql + ra + 8 * ldw + k0),
-                              ld32(sm.ql + ra + k0 + 8), ld32(sm.ql + ra + 8 * ldw + k0 + 8)};
-      const uint32_t bl[2] = {ld32(sm.kl + rb + k0), ld32(sm.kl + rb + k0 + 8)};
-      mma(c, a, bl);
-      mma(c, al, b);
-    }
+    mma(c1, a, bl);
+    mma(c2, al, b);
   }
   float* s = sm.s + (m * 16 + g) * Smem::kLdS + n * 8 + 2 * t;
-  s[0] = c[0];
-  s[1] = c[1];
-  s[8 * Smem::kLdS] = c[2];
-  s[8 * Smem::kLdS + 1] = c[3];
+  s[0] = c[0] + (c1[0] + c2[0]);
+  s[1] = c[1] + (c1[1] + c2[1]);
+  s[8 * Smem::kLdS] = c[2] + (c1[2] + c2[2]);
+  s[8 * Smem::kLdS + 1] = c[3] + (c1[3] + c2[3]);
+}
+
+// The bf16 kernel's q̃ fragments of warp w: rows (w % 3)·16 …, k-steps (w / 3)·kQSteps + i.
+__device__ void load_q_frags(const float* qt, const SeqInfo& sq, const Item& it, int H, int W,
+                             uint32_t (&qa)[kQSteps][4]) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m = w % 3, ks0 = (w / 3) * kQSteps, rows = sq.n * H;
+  const int R0 = it.group * kRows + m * 16 + g;
+  auto at = [&](int R, int c) {
+    return R < rows && c < W ? qt[(int64_t{sq.tok0} * H + R) * W + c] : 0.0f;
+  };
+#pragma unroll
+  for (int i = 0; i < kQSteps; ++i) {
+    const int c = (ks0 + i) * 16 + 2 * t;
+    qa[i][0] = pack_bf16(at(R0, c), at(R0, c + 1));
+    qa[i][1] = pack_bf16(at(R0 + 8, c), at(R0 + 8, c + 1));
+    qa[i][2] = pack_bf16(at(R0, c + 8), at(R0, c + 9));
+    qa[i][3] = pack_bf16(at(R0 + 8, c + 8), at(R0 + 8, c + 9));
+  }
+}
+
+// The bf16 kernel's S partial of warp w: rows (w % 3)·16 … by all kKeys keys over its
+// k-quarter (four independent chains, one per n8 tile).
+__device__ void score_tile_regs(const Smem& sm, int ldw, int wp, const uint32_t (&qa)[kQSteps][4]) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m = w % 3, q = w / 3, ks0 = q * kQSteps;
+  float c[4][4] = {};
+#pragma unroll
+  for (int i = 0; i < kQSteps; ++i) {
+    const int k0 = (ks0 + i) * 16;
+    if (k0 >= wp) break;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const int rb = (n * 8 + g) * ldw + 2 * t + k0;
+      const uint32_t b[2] = {ld32(sm.kh + rb), ld32(sm.kh + rb + 8)};
+      mma(c[n], qa[i], b);
+    }
+  }
+  float* s = sm.s + (q * kRows + m * 16 + g) * Smem::kLdS + 2 * t;
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+    s[n * 8] = c[n][0];
+    s[n * 8 + 1] = c[n][1];
+    s[8 * Smem::kLdS + n * 8] = c[n][2];
+    s[8 * Smem::kLdS + n * 8 + 1] = c[n][3];
+  }
 }
 
 // Online softmax of the tile: warp w owns rows w·4 … w·4+3, lane j key kt + j.
 __device__ void softmax_tile(const Smem& sm, int kt, int k1, bool split) {
-  const int w = threadIdx.x / 32, j = threadIdx.x % 32;
+  const int w = threadIdx.x / 32, j = threadIdx.x % 32, parts = Smem::parts(split);
+#pragma unroll
   for (int r = w * 4; r < w * 4 + 4; ++r) {
     const int key = kt + j;
     const bool valid = key < k1 && key <= sm.lim[r];
-    const float s = valid ? sm.s[r * Smem::kLdS + j] : -INFINITY;
+    float s = -INFINITY;
+    if (valid) {
+      s = sm.s[r * Smem::kLdS + j];
+      for (int q = 1; q < parts; ++q) s += sm.s[(q * kRows + r) * Smem::kLdS + j];
+    }
     float mx = s;
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     const float m_old = sm.rowm[r], m_new = fmaxf(m_old, mx);
@@ -324,13 +412,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   ld.vec = W % 4 == 0 && sq.width % 4 == 0 && (sq.bt == 0 || sq.stride % 4 == 0) &&
            reinterpret_cast<uintptr_t>(sq.base) % 16 == 0;
   float acc[kOTiles][4] = {};
+  uint32_t qa[kSplit ? 1 : kQSteps][4];
+  if (!kSplit) load_q_frags(qt, sq, it, H, W, reinterpret_cast<uint32_t(&)[kQSteps][4]>(qa));
   ld.load(sm, sq, tables, it.k0, it.k1);
   for (int kt = it.k0; kt < it.k1; kt += kKeys) {
     __syncthreads();  // the previous tile's reads of kh/kl/ph/pl are done
-    ld.store(sm, ldw, kSplit);
+    ld.store(sm, sq, tables, ldw, kSplit);
     __syncthreads();
     if (kt + kKeys < it.k1) ld.load(sm, sq, tables, kt + kKeys, it.k1);  // in flight meanwhile
-    score_tile<kSplit>(sm, ldw, wp);
+    if (kSplit) {
+      score_tile_split(sm, ldw, wp);
+    } else {
+      score_tile_regs(sm, ldw, wp, reinterpret_cast<const uint32_t(&)[kQSteps][4]>(qa));
+    }
     __syncthreads();
     softmax_tile(sm, kt, it.k1, kSplit);
     __syncthreads();
@@ -355,29 +449,48 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// ō of compact row (j, h): the key ranges' partials merged.
+__device__ inline float block_reduce(float v, bool is_max, float* part) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float x = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, x) : v + x;
+  }
+  __syncthreads();  // part[] may still be read by a previous call
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = part[0];
+  for (int i = 1; i < static_cast<int>(blockDim.x / 32); ++i)
+    v = is_max ? fmaxf(v, part[i]) : v + part[i];
+  return v;
+}
+
+// ō of compact row (j, h): the key ranges' partials merged, their weights e^{m_k − M} / L
+// computed once (threads over ranges), then each column a sum over ranges with the loads in
+// flight together.
 __global__ void combine(const SeqInfo* seqs, const int32_t* row_seq, const float* opart,
                         const float2* ml, int H, int Dc, float* obar) {
+  extern __shared__ float wk[];  // [splits] weights
+  __shared__ float part[32];
   const int row = blockIdx.x, j = row / H, h = row % H;
   const SeqInfo sq = seqs[row_seq[j]];
   const int R = (j - sq.tok0) * H + h, g = R / kRows, r = R % kRows;
+  auto item = [&](int k) { return int64_t{sq.item0} + int64_t{k} * sq.groups + g; };
   float M = -INFINITY;
-  for (int k = 0; k < sq.splits; ++k) {
-    M = fmaxf(M, ml[int64_t{sq.item0 + k * sq.groups + g} * kRows + r].x);
-  }
+  for (int k = threadIdx.x; k < sq.splits; k += blockDim.x) M = fmaxf(M, ml[item(k) * kRows + r].x);
+  M = block_reduce(M, true, part);
   float L = 0;
-  for (int k = 0; k < sq.splits; ++k) {
-    const float2 x = ml[int64_t{sq.item0 + k * sq.groups + g} * kRows + r];
-    if (x.x != -INFINITY) L += expf(x.x - M) * x.y;
+  for (int k = threadIdx.x; k < sq.splits; k += blockDim.x) {
+    const float2 x = ml[item(k) * kRows + r];
+    const float e = x.x == -INFINITY ? 0.0f : expf(x.x - M);
+    wk[k] = e;
+    L += e * x.y;
   }
+  L = block_reduce(L, false, part);  // its barriers also publish wk[]
+  const float inv = 1.0f / L;
   for (int c = threadIdx.x; c < Dc; c += blockDim.x) {
     float a = 0;
-    for (int k = 0; k < sq.splits; ++k) {
-      const int64_t item = sq.item0 + k * sq.groups + g;
-      const float m = ml[item * kRows + r].x;
-      if (m != -INFINITY) a += expf(m - M) * opart[(item * kRows + r) * Dc + c];
-    }
-    obar[int64_t{row} * Dc + c] = a / L;
+#pragma unroll 4
+    for (int k = 0; k < sq.splits; ++k) a += wk[k] * opart[(item(k) * kRows + r) * Dc + c];
+    obar[int64_t{row} * Dc + c] = a * inv;
   }
 }
 
@@ -411,6 +524,7 @@ __global__ void head_gemv(HeadGemv p) {
   const int n4 = (p.n_in + 3) / 4 * 4;
   float* wt = gsm;                   // [kGemvOuts, ld]
   float* xs = gsm + kGemvOuts * ld;  // [kGemvToks, n4]
+#pragma unroll 4
   for (int i = threadIdx.x; i < kGemvOuts * n4; i += blockDim.x) {
     const int o = i / n4, c = i % n4;
     float x = 0;
@@ -425,6 +539,7 @@ __global__ void head_gemv(HeadGemv p) {
   for (int j0 = 0; j0 < p.n_tok; j0 += kGemvToks) {
     const int nj = min(kGemvToks, p.n_tok - j0);
     __syncthreads();  // wt written / previous xs reads done
+#pragma unroll 4
     for (int i = threadIdx.x; i < nj * n4; i += blockDim.x) {
       const int jj = j0 + i / n4, c = i % n4;
       float x = 0;
@@ -658,7 +773,10 @@ void run_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs, const Ml
   }
   launch_split_kv<kSplit>(dqt, dp, n_items, d, static_cast<float*>(opart.get()),
                           static_cast<float2*>(ml.get()));
-  combine<<<static_cast<unsigned>(n_tok * H), 128, 0, stream()>>>(
+  int max_splits = 1;
+  for (const SeqInfo& si : plan.seqs) max_splits = std::max(max_splits, si.splits);
+  check(max_splits <= 12 * 1024, "mla_absorbed_batch (cuda): ", max_splits, " key ranges");
+  combine<<<static_cast<unsigned>(n_tok * H), 128, max_splits * sizeof(float), stream()>>>(
       dp.seqs, dp.row_seq, static_cast<const float*>(opart.get()),
       static_cast<const float2*>(ml.get()), Hi, static_cast<int>(d.Dc), dobar);
   check_launch("mla combine");
