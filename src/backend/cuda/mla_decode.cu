@@ -33,7 +33,9 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kMaxDc = 512;  // O tiles per warp: kMaxDc / 8 / (kWarps / 3)
 constexpr int kOTiles = kMaxDc / 8 / (kWarps / 3);
 constexpr int kMaxW = 576;  // widest cached row (chunks of 4 prefetched per thread)
-constexpr int kChunks = (kKeys * kMaxW / 4 + kThreads - 1) / kThreads;
+constexpr int kRowThreads = kThreads / kKeys;  // threads loading one cached row of a tile
+constexpr int kChunks = (kMaxW / 4 + kRowThreads - 1) / kRowThreads;  // float4s per thread
+constexpr int kRawTile = kKeys * kMaxW / 4;                           // float4s of one raw tile
 // The bf16 kernel: warp w scores rows (w % 3)·16 … over the k-quarter w / 3 of the columns,
 // its q̃ fragments held in registers for the whole item.
 constexpr int kQuarters = kWarps / 3;
@@ -95,7 +97,7 @@ struct Smem {
   __nv_bfloat16 *qh, *ql;  // [kRows, ldw]
   __nv_bfloat16 *kh, *kl;  // [kKeys, ldw]
   __nv_bfloat16 *ph, *pl;  // [kRows, kKeys + 8]
-  float4* raw;             // [kChunks · kThreads] the next tile (bf16 kernel only)
+  float4* raw;             // [2][kKeys, c4] the next two tiles, fp32 (bf16 kernel only)
   static constexpr int kLdS = kKeys + 4, kLdP = kKeys + 8;
 
   // Score partials: one per k-quarter in the bf16 kernel (its q̃ lives in registers).
@@ -103,7 +105,7 @@ struct Smem {
   __host__ __device__ static size_t bytes(int ldw, bool split) {
     const size_t f = (parts(split) * kRows * kLdS + 3 * kRows) * 4 + kRows * 4;
     const size_t q = size_t{kRows} * ldw * 2, k = size_t{kKeys} * ldw * 2, p = kRows * kLdP * 2;
-    const size_t raw = split ? 0 : sizeof(float4) * kChunks * kThreads;
+    const size_t raw = split ? 0 : 2 * sizeof(float4) * kRawTile;
     return f + (split ? 2 * (q + k + p) : k + p) + raw;
   }
   __device__ Smem(char* base, int ldw, bool split) {
@@ -122,89 +124,80 @@ struct Smem {
   }
 };
 
-// The tile's cached rows as 4-float chunks: chunk i of a thread is row / column
-// (tid + i·kThreads) / c4, % c4 (the same for every tile). The next tile is in flight while
-// the block computes on this one: kAsync copies it into a raw fp32 buffer in shared memory
-// (cp.async, no registers); otherwise it waits in registers (the fp32-grade kernel has no
-// shared memory left for the raw buffer).
+// A tile's cached rows as float4 chunks: thread tid loads row tid / kRowThreads of the tile,
+// chunks tid % kRowThreads + kRowThreads·i (one row lookup per tile, no division per chunk).
+// Later tiles are in flight while the block computes on this one: kAsync copies the next two
+// into raw fp32 buffers in shared memory (cp.async, no registers); otherwise the next one
+// waits in registers, its first kHeld chunks only (the fp32-grade kernel has neither the
+// shared memory nor the registers for more).
 template <bool kAsync>
 struct TileLoader {
   int c4, W;
   bool vec;  // rows are 16-byte aligned with W % 4 == 0
-  // The register path holds the first kHeld chunks only (the rest are read at store time):
-  // the fp32-grade kernel has no registers for all of them.
+  int j, l;  // this thread's row of the tile and first chunk
   static constexpr int kHeld = kAsync ? 1 : kChunks / 2;
   float4 v[kHeld];
-  int held_kt, held_k1;
+  const float* held_row;
 
-  __device__ void load(const Smem& sm, const SeqInfo& sq, const int32_t* tables, int kt, int k1) {
-    if constexpr (kAsync) {  // copies need no registers: a plain loop
-      for (int ci = threadIdx.x; ci < kKeys * c4; ci += kThreads)
-        load_async(sm, sq, tables, kt, k1, ci);
-      asm volatile("cp.async.commit_group;\n" ::);
-    } else {
-      held_kt = kt;
-      held_k1 = k1;
-#pragma unroll
-      for (int i = 0; i < kHeld; ++i) v[i] = chunk(sq, tables, kt, k1, threadIdx.x + i * kThreads);
-    }
+  __device__ TileLoader(const SeqInfo& sq, int W_)
+      : c4((W_ + 3) / 4), W(W_), j(threadIdx.x / kRowThreads), l(threadIdx.x % kRowThreads) {
+    vec = W % 4 == 0 && sq.width % 4 == 0 && (sq.bt == 0 || sq.stride % 4 == 0) &&
+          reinterpret_cast<uintptr_t>(sq.base) % 16 == 0;
   }
-  __device__ float4 chunk(const SeqInfo& sq, const int32_t* tables, int kt, int k1, int ci) const {
-    const int j = ci / c4, col = (ci % c4) * 4;
+  __device__ const float* row(const SeqInfo& sq, const int32_t* tables, int kt, int k1) const {
+    return kt + j < k1 ? cache_row(sq, tables, kt + j) : nullptr;
+  }
+  __device__ float4 chunk(const float* r, int i) const {
+    const int col = (l + kRowThreads * i) * 4;
     float4 x = make_float4(0, 0, 0, 0);
-    if (j < kKeys && kt + j < k1) {
-      const float* r = cache_row(sq, tables, kt + j) + col;
-      if (vec) {
-        x = __ldg(reinterpret_cast<const float4*>(r));
-      } else {
-        x.x = __ldg(r);
-        if (col + 1 < W) x.y = __ldg(r + 1);
-        if (col + 2 < W) x.z = __ldg(r + 2);
-        if (col + 3 < W) x.w = __ldg(r + 3);
-      }
-    }
+    if (r == nullptr || col >= W) return x;
+    if (vec) return __ldg(reinterpret_cast<const float4*>(r + col));
+    x.x = __ldg(r + col);
+    if (col + 1 < W) x.y = __ldg(r + col + 1);
+    if (col + 2 < W) x.z = __ldg(r + col + 2);
+    if (col + 3 < W) x.w = __ldg(r + col + 3);
     return x;
   }
-  __device__ void load_async(const Smem& sm, const SeqInfo& sq, const int32_t* tables, int kt,
-                             int k1, int ci) const {
-    const int j = ci / c4, col = (ci % c4) * 4;
-    float4 x = make_float4(0, 0, 0, 0);
-    if (kt + j < k1) {
-      const float* r = cache_row(sq, tables, kt + j) + col;
-      if (vec) {
-        const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(sm.raw + ci));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(r));
-        return;
-      }
-      x.x = __ldg(r);
-      if (col + 1 < W) x.y = __ldg(r + 1);
-      if (col + 2 < W) x.z = __ldg(r + 2);
-      if (col + 3 < W) x.w = __ldg(r + 3);
-    }
-    sm.raw[ci] = x;
-  }
-  __device__ void store(const Smem& sm, const SeqInfo& sq, const int32_t* tables, int ldw,
-                        bool split) {
+  // Starts tile kt (into buf: the async loader; nothing past k1); commits one copy group.
+  __device__ void load(float4* buf, const SeqInfo& sq, const int32_t* tables, int kt, int k1) {
     if constexpr (kAsync) {
-      asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's chunks
-      for (int ci = threadIdx.x; ci < kKeys * c4; ci += kThreads) {
-        const int j = ci / c4, col = (ci % c4) * 4;
-        const float4 x = sm.raw[ci];
-        *reinterpret_cast<uint2*>(sm.kh + j * ldw + col) =
-            make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        const int ci = threadIdx.x + i * kThreads, j = ci / c4, col = (ci % c4) * 4;
-        if (j >= kKeys) continue;
-        const float4 x = i < kHeld ? v[i < kHeld ? i : 0] : chunk(sq, tables, held_kt, held_k1, ci);
-        *reinterpret_cast<uint2*>(sm.kh + j * ldw + col) =
-            make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
-        if (split) {
-          *reinterpret_cast<uint2*>(sm.kl + j * ldw + col) = make_uint2(
-              pack_bf16(bf16_rest(x.x), bf16_rest(x.y)), pack_bf16(bf16_rest(x.z), bf16_rest(x.w)));
+      if (kt < k1) {
+        const float* r = row(sq, tables, kt, k1);
+        for (int i = 0; i < kChunks && l + kRowThreads * i < c4; ++i) {
+          const int c = l + kRowThreads * i;
+          if (r != nullptr && vec) {
+            const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(buf + j * c4 + c));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(r + 4 * c));
+          } else {
+            buf[j * c4 + c] = chunk(r, i);
+          }
         }
+      }
+      asm volatile("cp.async.commit_group;\n" ::);
+    } else {
+      held_row = row(sq, tables, kt, k1);
+#pragma unroll
+      for (int i = 0; i < kHeld; ++i) v[i] = chunk(held_row, i);
+    }
+  }
+  // The tile as bf16 (hi, and lo when split) in kh/kl; the async loader's copies of it must be
+  // complete (cp.async.wait_group by the caller).
+  __device__ void store(const Smem& sm, const float4* buf, int ldw, bool split) const {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = l + kRowThreads * i;
+      if (c >= c4) break;
+      float4 x;
+      if constexpr (kAsync) {
+        x = buf[j * c4 + c];
+      } else {
+        x = i < kHeld ? v[i < kHeld ? i : 0] : chunk(held_row, i);
+      }
+      *reinterpret_cast<uint2*>(sm.kh + j * ldw + 4 * c) =
+          make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
+      if (split) {
+        *reinterpret_cast<uint2*>(sm.kl + j * ldw + 4 * c) = make_uint2(
+            pack_bf16(bf16_rest(x.x), bf16_rest(x.y)), pack_bf16(bf16_rest(x.z), bf16_rest(x.w)));
       }
     }
   }
@@ -332,6 +325,7 @@ __device__ void softmax_tile(const Smem& sm, int kt, int k1, bool split) {
     const __nv_bfloat16 ph = __float2bfloat16_rn(p);
     sm.ph[r * Smem::kLdP + j] = ph;
     if (split) sm.pl[r * Smem::kLdP + j] = __float2bfloat16_rn(p - __bfloat162float(ph));
+    __syncwarp();  // every lane has read rowm[r]
     if (j == 0) {
       sm.rowl[r] = sm.rowl[r] * alpha + sum;
       sm.rowm[r] = m_new;
@@ -406,20 +400,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Smem sm(smem_raw, ldw, kSplit);
   const int wp = (W + 15) / 16 * 16;
   init_rows(sm, qt, sq, it, H, W, ldw, kSplit);
-  TileLoader<!kSplit> ld;
-  ld.W = W;
-  ld.c4 = (W + 3) / 4;
-  ld.vec = W % 4 == 0 && sq.width % 4 == 0 && (sq.bt == 0 || sq.stride % 4 == 0) &&
-           reinterpret_cast<uintptr_t>(sq.base) % 16 == 0;
+  TileLoader<!kSplit> ld(sq, W);
   float acc[kOTiles][4] = {};
   uint32_t qa[kSplit ? 1 : kQSteps][4];
   if (!kSplit) load_q_frags(qt, sq, it, H, W, reinterpret_cast<uint32_t(&)[kQSteps][4]>(qa));
-  ld.load(sm, sq, tables, it.k0, it.k1);
-  for (int kt = it.k0; kt < it.k1; kt += kKeys) {
+  float4 *raw0 = sm.raw, *raw1 = sm.raw + kRawTile;
+  ld.load(raw0, sq, tables, it.k0, it.k1);
+  if (!kSplit) ld.load(raw1, sq, tables, it.k0 + kKeys, it.k1);
+  for (int kt = it.k0, n = 0; kt < it.k1; kt += kKeys, ++n) {
+    if (!kSplit) asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // this tile's copies
     __syncthreads();  // the previous tile's reads of kh/kl/ph/pl are done
-    ld.store(sm, sq, tables, ldw, kSplit);
+    float4* buf = n & 1 ? raw1 : raw0;
+    ld.store(sm, buf, ldw, kSplit);
     __syncthreads();
-    if (kt + kKeys < it.k1) ld.load(sm, sq, tables, kt + kKeys, it.k1);  // in flight meanwhile
+    // In flight meanwhile: the tile after next (async: into the buffer just converted; each
+    // thread reuses only its own chunks), or the next one (registers).
+    ld.load(buf, sq, tables, kt + (kSplit ? 1 : 2) * kKeys, it.k1);
     if (kSplit) {
       score_tile_split(sm, ldw, wp);
     } else {
