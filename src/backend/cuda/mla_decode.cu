@@ -74,10 +74,6 @@ __device__ inline uint32_t ld32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-__device__ inline uint32_t pair(const __nv_bfloat16* a, const __nv_bfloat16* b) {
-  return uint32_t{__bfloat16_as_ushort(*a)} | (uint32_t{__bfloat16_as_ushort(*b)} << 16);
-}
-
 // c [16x8 fp32] += a [16x16 bf16, row] · b [16x8 bf16, col]
 __device__ inline void mma(float* c, const uint32_t* a, const uint32_t* b) {
   asm volatile(
@@ -344,12 +340,14 @@ __device__ inline void load_p(const __nv_bfloat16* P, int m, int ks, uint32_t* a
   a[3] = ld32(P + ra + 8 * Smem::kLdP + 8);
 }
 
-// B operand of values: keys ks·16 … (k) by latent columns c0 … (n), from the key tile.
-__device__ inline void load_v(const __nv_bfloat16* K, int ldw, int ks, int c0, uint32_t* b) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const __nv_bfloat16* v = K + (ks * 16 + 2 * t) * ldw + c0 + g;
-  b[0] = pair(v, v + ldw);
-  b[1] = pair(v + 8 * ldw, v + 9 * ldw);
+// B operands of values for both k-steps of the tile: keys 0 … 31 (k) by latent columns
+// c0 … c0+7 (n), one transposing ldmatrix (lane i gives key row i).
+__device__ inline void load_v(const __nv_bfloat16* K, int ldw, int c0, uint32_t* b0, uint32_t* b1) {
+  const int lane = threadIdx.x % 32;
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(K + lane * ldw + c0));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(b0[0]), "=r"(b0[1]), "=r"(b1[0]), "=r"(b1[1])
+               : "r"(addr));
 }
 
 // O += P V for warp w's tiles: rows m = w % 3, value columns 8·(w/3 + 4i).
@@ -373,14 +371,12 @@ __device__ void value_tiles(const Smem& sm, int ldw, int Dc, float (&acc)[kOTile
     acc[i][2] *= a1;
     acc[i][3] *= a1;
     uint32_t b0[2], b1[2];
-    load_v(sm.kh, ldw, 0, c0, b0);
-    load_v(sm.kh, ldw, 1, c0, b1);
+    load_v(sm.kh, ldw, c0, b0, b1);
     mma(acc[i], ah0, b0);
     mma(acc[i], ah1, b1);
     if (kSplit) {
       uint32_t bl0[2], bl1[2];
-      load_v(sm.kl, ldw, 0, c0, bl0);
-      load_v(sm.kl, ldw, 1, c0, bl1);
+      load_v(sm.kl, ldw, c0, bl0, bl1);
       mma(acc[i], ah0, bl0);
       mma(acc[i], ah1, bl1);
       mma(acc[i], al0, b0);
@@ -772,7 +768,9 @@ void run_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs, const Ml
   int max_splits = 1;
   for (const SeqInfo& si : plan.seqs) max_splits = std::max(max_splits, si.splits);
   check(max_splits <= 12 * 1024, "mla_absorbed_batch (cuda): ", max_splits, " key ranges");
-  combine<<<static_cast<unsigned>(n_tok * H), 128, max_splits * sizeof(float), stream()>>>(
+  // wk[] padded by a float4: the unrolled sum may read (not use) up to three past the end.
+  const size_t wk_bytes = (static_cast<size_t>(max_splits) + 4) * sizeof(float);
+  combine<<<static_cast<unsigned>(n_tok * H), 128, wk_bytes, stream()>>>(
       dp.seqs, dp.row_seq, static_cast<const float*>(opart.get()),
       static_cast<const float2*>(ml.get()), Hi, static_cast<int>(d.Dc), dobar);
   check_launch("mla combine");
