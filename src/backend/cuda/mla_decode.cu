@@ -509,7 +509,7 @@ constexpr int kGemvThreads = 32 * kGemvWarps;
 
 __host__ __device__ inline int gemv_ld(int n_in) { return (n_in + 31) / 32 * 32 + 4; }
 
-__global__ void head_gemv(HeadGemv p) {
+__global__ void head_gemv(HeadGemv p, int toks) {
   extern __shared__ float4 gsm4[];
   float* gsm = reinterpret_cast<float*>(gsm4);
   const int h = blockIdx.x, o0 = blockIdx.y * kGemvOuts, ld = gemv_ld(p.n_in);
@@ -528,8 +528,8 @@ __global__ void head_gemv(HeadGemv p) {
     wt[o * ld + c] = x;
   }
   const int o = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int j0 = 0; j0 < p.n_tok; j0 += kGemvToks) {
-    const int nj = min(kGemvToks, p.n_tok - j0);
+  for (int j0 = 0; j0 < p.n_tok; j0 += toks) {
+    const int nj = min(toks, p.n_tok - j0);
     __syncthreads();  // wt written / previous xs reads done
 #pragma unroll 4
     for (int i = threadIdx.x; i < nj * n4; i += blockDim.x) {
@@ -542,7 +542,8 @@ __global__ void head_gemv(HeadGemv p) {
       xs[i] = x;
     }
     __syncthreads();
-    if (warp * 8 >= nj) continue;
+    const int mine = min(8, nj - warp * 8);  // this warp's tokens of the chunk
+    if (mine <= 0) continue;
     float a[8] = {};
     const float4* w4 = reinterpret_cast<const float4*>(wt + o * ld);
     const float4* x4 = reinterpret_cast<const float4*>(xs + warp * 8 * n4);
@@ -550,7 +551,8 @@ __global__ void head_gemv(HeadGemv p) {
       const float4 wv = w4[c];
 #pragma unroll
       for (int t = 0; t < 8; ++t) {
-        const float4 xv = x4[t * (n4 / 4) + c];  // rows past nj hold stale inputs: unused
+        if (t >= mine) break;
+        const float4 xv = x4[t * (n4 / 4) + c];
         a[t] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
       }
     }
@@ -578,8 +580,9 @@ __global__ void copy_rope(const float* q, const int32_t* tok, int n_tok, int H, 
 
 void launch_gemv(const HeadGemv& p) {
   if (p.n_tok == 0 || p.n_out == 0) return;
+  const int toks = std::min(kGemvToks, (p.n_tok + 7) / 8 * 8);  // token rows in shared memory
   const size_t smem =
-      static_cast<size_t>(kGemvOuts * gemv_ld(p.n_in) + kGemvToks * ((p.n_in + 3) / 4 * 4)) * 4;
+      static_cast<size_t>(kGemvOuts * gemv_ld(p.n_in) + toks * ((p.n_in + 3) / 4 * 4)) * 4;
   check(smem <= 200 * 1024, "mla_absorbed_batch (cuda): head width ", p.n_in, " too large");
   static size_t configured = 48 * 1024;
   if (smem > configured) {
@@ -590,7 +593,7 @@ void launch_gemv(const HeadGemv& p) {
   }
   const dim3 grid(static_cast<unsigned>(p.H),
                   static_cast<unsigned>(cuda::blocks_for(p.n_out, kGemvOuts)));
-  head_gemv<<<grid, kGemvThreads, smem, stream()>>>(p);
+  head_gemv<<<grid, kGemvThreads, smem, stream()>>>(p, toks);
   check_launch("mla head_gemv");
 }
 
