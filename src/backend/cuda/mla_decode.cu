@@ -296,37 +296,46 @@ __device__ void score_tile_regs(const Smem& sm, int ldw, int wp, const uint32_t 
   }
 }
 
-// Online softmax of the tile: warp w owns rows w·4 … w·4+3, lane j key kt + j.
+// Online softmax of the tile (scores in log2 units: log2 e is folded into q̃): thread t owns
+// row t / 8, keys 4·(t % 8) … +3; the eight threads of a row are adjacent lanes.
+static_assert(kThreads == kRows * 8, "softmax: eight threads per row");
 __device__ void softmax_tile(const Smem& sm, int kt, int k1, bool split) {
-  const int w = threadIdx.x / 32, j = threadIdx.x % 32, parts = Smem::parts(split);
+  const int r = threadIdx.x / 8, j0 = 4 * (threadIdx.x % 8), lim = sm.lim[r];
+  float4 s4 = *reinterpret_cast<const float4*>(sm.s + r * Smem::kLdS + j0);
+  for (int q = 1; q < Smem::parts(split); ++q) {
+    const float4 x = *reinterpret_cast<const float4*>(sm.s + (q * kRows + r) * Smem::kLdS + j0);
+    s4.x += x.x, s4.y += x.y, s4.z += x.z, s4.w += x.w;
+  }
+  float v[4] = {s4.x, s4.y, s4.z, s4.w}, mx = -INFINITY;
 #pragma unroll
-  for (int r = w * 4; r < w * 4 + 4; ++r) {
-    const int key = kt + j;
-    const bool valid = key < k1 && key <= sm.lim[r];
-    float s = -INFINITY;
-    if (valid) {
-      s = sm.s[r * Smem::kLdS + j];
-      for (int q = 1; q < parts; ++q) s += sm.s[(q * kRows + r) * Smem::kLdS + j];
+  for (int i = 0; i < 4; ++i) {
+    const int key = kt + j0 + i;
+    if (key >= k1 || key > lim) v[i] = -INFINITY;
+    mx = fmaxf(mx, v[i]);
+  }
+  for (int o = 1; o < 8; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  const float m_old = sm.rowm[r], m_new = fmaxf(m_old, mx);
+  float p[4] = {0, 0, 0, 0}, alpha = 1.0f, sum = 0;
+  if (m_new != -INFINITY) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      p[i] = v[i] == -INFINITY ? 0.0f : exp2f(v[i] - m_new);
+      sum += p[i];
     }
-    float mx = s;
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    const float m_old = sm.rowm[r], m_new = fmaxf(m_old, mx);
-    float p = 0.0f, alpha = 1.0f;
-    if (m_new != -INFINITY) {
-      p = valid ? expf(s - m_new) : 0.0f;
-      alpha = expf(m_old - m_new);  // 0 while the row saw nothing
-    }
-    float sum = p;
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const __nv_bfloat16 ph = __float2bfloat16_rn(p);
-    sm.ph[r * Smem::kLdP + j] = ph;
-    if (split) sm.pl[r * Smem::kLdP + j] = __float2bfloat16_rn(p - __bfloat162float(ph));
-    __syncwarp();  // every lane has read rowm[r]
-    if (j == 0) {
-      sm.rowl[r] = sm.rowl[r] * alpha + sum;
-      sm.rowm[r] = m_new;
-      sm.alpha[r] = alpha;
-    }
+    alpha = exp2f(m_old - m_new);  // 0 while the row saw nothing
+  }
+  for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  *reinterpret_cast<uint2*>(sm.ph + r * Smem::kLdP + j0) =
+      make_uint2(pack_bf16(p[0], p[1]), pack_bf16(p[2], p[3]));
+  if (split) {
+    *reinterpret_cast<uint2*>(sm.pl + r * Smem::kLdP + j0) = make_uint2(
+        pack_bf16(bf16_rest(p[0]), bf16_rest(p[1])), pack_bf16(bf16_rest(p[2]), bf16_rest(p[3])));
+  }
+  __syncwarp();  // every lane has read rowm[r]
+  if (j0 == 0) {
+    sm.rowl[r] = sm.rowl[r] * alpha + sum;
+    sm.rowm[r] = m_new;
+    sm.alpha[r] = alpha;
   }
 }
 
@@ -472,7 +481,7 @@ __global__ void combine(const SeqInfo* seqs, const int32_t* row_seq, const float
   float L = 0;
   for (int k = threadIdx.x; k < sq.splits; k += blockDim.x) {
     const float2 x = ml[item(k) * kRows + r];
-    const float e = x.x == -INFINITY ? 0.0f : expf(x.x - M);
+    const float e = x.x == -INFINITY ? 0.0f : exp2f(x.x - M);  // log2 units
     wk[k] = e;
     L += e * x.y;
   }
@@ -502,21 +511,23 @@ struct HeadGemv {
   float scale;
 };
 
-// A block: kGemvOuts outputs (lane) × chunks of kGemvToks tokens (warp w: 8 of them), the
-// weight tile and the chunk's inputs in shared memory, read as float4 along i.
-constexpr int kGemvOuts = 32, kGemvWarps = 8, kGemvToks = 8 * kGemvWarps;
+// A block: kGemvOuts outputs (lane) × kGemvToks tokens (one per warp) of one head, token
+// chunks along grid z; the weight tile and the chunk's inputs in shared memory, read as
+// float4 along i (the weight tile is read again per chunk, from L2).
+constexpr int kGemvOuts = 32, kGemvWarps = 8, kGemvToks = kGemvWarps;
 constexpr int kGemvThreads = 32 * kGemvWarps;
 
 __host__ __device__ inline int gemv_ld(int n_in) { return (n_in + 31) / 32 * 32 + 4; }
 
-__global__ void head_gemv(HeadGemv p, int toks) {
+__global__ void head_gemv(HeadGemv p) {
   extern __shared__ float4 gsm4[];
   float* gsm = reinterpret_cast<float*>(gsm4);
-  const int h = blockIdx.x, o0 = blockIdx.y * kGemvOuts, ld = gemv_ld(p.n_in);
-  const int n4 = (p.n_in + 3) / 4 * 4;
+  const int h = blockIdx.x, o0 = blockIdx.y * kGemvOuts, j0 = blockIdx.z * kGemvToks;
+  const int ld = gemv_ld(p.n_in), n4 = (p.n_in + 3) / 4 * 4;
+  const int nj = min(kGemvToks, p.n_tok - j0);
   float* wt = gsm;                   // [kGemvOuts, ld]
   float* xs = gsm + kGemvOuts * ld;  // [kGemvToks, n4]
-#pragma unroll 4
+#pragma unroll 8
   for (int i = threadIdx.x; i < kGemvOuts * n4; i += blockDim.x) {
     const int o = i / n4, c = i % n4;
     float x = 0;
@@ -527,44 +538,34 @@ __global__ void head_gemv(HeadGemv p, int toks) {
     }
     wt[o * ld + c] = x;
   }
-  const int o = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int j0 = 0; j0 < p.n_tok; j0 += toks) {
-    const int nj = min(toks, p.n_tok - j0);
-    __syncthreads();  // wt written / previous xs reads done
-#pragma unroll 4
-    for (int i = threadIdx.x; i < nj * n4; i += blockDim.x) {
-      const int jj = j0 + i / n4, c = i % n4;
-      float x = 0;
-      if (c < p.n_in) {
-        const int64_t row = p.in_map != nullptr ? p.in_map[jj] : jj;
-        x = p.in[(row * p.H + h) * p.in_ld + c];
-      }
-      xs[i] = x;
+#pragma unroll 8
+  for (int i = threadIdx.x; i < kGemvToks * n4; i += blockDim.x) {
+    const int t = i / n4, c = i % n4;
+    float x = 0;
+    if (t < nj && c < p.n_in) {
+      const int64_t row = p.in_map != nullptr ? p.in_map[j0 + t] : j0 + t;
+      x = p.in[(row * p.H + h) * p.in_ld + c];
     }
-    __syncthreads();
-    const int mine = min(8, nj - warp * 8);  // this warp's tokens of the chunk
-    if (mine <= 0) continue;
-    float a[8] = {};
-    const float4* w4 = reinterpret_cast<const float4*>(wt + o * ld);
-    const float4* x4 = reinterpret_cast<const float4*>(xs + warp * 8 * n4);
-    for (int c = 0; c < n4 / 4; ++c) {
-      const float4 wv = w4[c];
-#pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        if (t >= mine) break;
-        const float4 xv = x4[t * (n4 / 4) + c];
-        a[t] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
-      }
-    }
-    if (o0 + o >= p.n_out) continue;
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-      const int j = j0 + warp * 8 + t;
-      if (j - j0 >= nj) break;
-      const int64_t row = p.out_map != nullptr ? p.out_map[j] : j;
-      p.out[(row * p.H + h) * p.out_ld + o0 + o] = a[t] * p.scale;
-    }
+    xs[i] = x;
   }
+  __syncthreads();
+  const int o = threadIdx.x % 32, t = threadIdx.x / 32;
+  if (t >= nj || o0 + o >= p.n_out) return;
+  const float4* w4 = reinterpret_cast<const float4*>(wt + o * ld);
+  const float4* x4 = reinterpret_cast<const float4*>(xs + t * n4);
+  float a0 = 0, a1 = 0;  // two chains
+  int c = 0;
+  for (; c + 1 < n4 / 4; c += 2) {
+    const float4 w = w4[c], x = x4[c], w1 = w4[c + 1], x1 = x4[c + 1];
+    a0 += w.x * x.x + w.y * x.y + w.z * x.z + w.w * x.w;
+    a1 += w1.x * x1.x + w1.y * x1.y + w1.z * x1.z + w1.w * x1.w;
+  }
+  if (c < n4 / 4) {
+    const float4 w = w4[c], x = x4[c];
+    a0 += w.x * x.x + w.y * x.y + w.z * x.z + w.w * x.w;
+  }
+  const int64_t row = p.out_map != nullptr ? p.out_map[j0 + t] : j0 + t;
+  p.out[(row * p.H + h) * p.out_ld + o0 + o] = (a0 + a1) * p.scale;
 }
 
 // q̃'s rope part: qt[j, h, Dc + i] = scale · q[tok[j], h, Dn + i].
@@ -580,9 +581,8 @@ __global__ void copy_rope(const float* q, const int32_t* tok, int n_tok, int H, 
 
 void launch_gemv(const HeadGemv& p) {
   if (p.n_tok == 0 || p.n_out == 0) return;
-  const int toks = std::min(kGemvToks, (p.n_tok + 7) / 8 * 8);  // token rows in shared memory
   const size_t smem =
-      static_cast<size_t>(kGemvOuts * gemv_ld(p.n_in) + toks * ((p.n_in + 3) / 4 * 4)) * 4;
+      static_cast<size_t>(kGemvOuts * gemv_ld(p.n_in) + kGemvToks * ((p.n_in + 3) / 4 * 4)) * 4;
   check(smem <= 200 * 1024, "mla_absorbed_batch (cuda): head width ", p.n_in, " too large");
   static size_t configured = 48 * 1024;
   if (smem > configured) {
@@ -592,8 +592,9 @@ void launch_gemv(const HeadGemv& p) {
     configured = smem;
   }
   const dim3 grid(static_cast<unsigned>(p.H),
-                  static_cast<unsigned>(cuda::blocks_for(p.n_out, kGemvOuts)));
-  head_gemv<<<grid, kGemvThreads, smem, stream()>>>(p, toks);
+                  static_cast<unsigned>(cuda::blocks_for(p.n_out, kGemvOuts)),
+                  static_cast<unsigned>(cuda::blocks_for(p.n_tok, kGemvToks)));
+  head_gemv<<<grid, kGemvThreads, smem, stream()>>>(p);
   check_launch("mla head_gemv");
 }
 
@@ -751,7 +752,8 @@ void run_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs, const Ml
   const void* duk = a.in(static_cast<const uint8_t*>(uk.data), mat_bytes(uk));
   const void* dkv = a.in(static_cast<const uint8_t*>(w.kv_b.data), mat_bytes(w.kv_b));
   const bool bf16 = uk.format == MatFormat::bf16;
-  const float scale = 1.0f / sqrtf(static_cast<float>(Dq));
+  // The softmax scale, and log2 e: the kernels' scores are in log2 units (exp2f).
+  const float scale = 1.4426950408889634f / sqrtf(static_cast<float>(Dq));
   const int64_t n_items = static_cast<int64_t>(plan.items.size());
   cuda::Scratch qt(n_tok * H * W * 4), obar(n_tok * H * d.Dc * 4);
   cuda::Scratch opart(n_items * kRows * d.Dc * 4), ml(n_items * kRows * 8);
