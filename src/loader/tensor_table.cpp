@@ -158,8 +158,10 @@ void add_layer(std::vector<TensorSpec>& out, const HParams& hp, int64_t l) {
 }
 
 // The MTP head (docs/TRAINING.md): one K3 layer with plain residuals, at index n_layer. Its
-// attention is MLA, its FFN a LatentMoE when the model has experts, else dense.
+// attention is MLA, its FFN a LatentMoE when the model has experts, else dense. Every tensor
+// of it has the role "mtp head" (training only: inspect and cost keep it apart).
 void add_mtp_layer(std::vector<TensorSpec>& out, const HParams& hp) {
+  const size_t first = out.size();
   const int64_t d = hp.d_model, l = hp.n_layer;
   const std::string p = layer_prefix(l);
   Table t{out, p, "mtp head", l};
@@ -175,6 +177,7 @@ void add_mtp_layer(std::vector<TensorSpec>& out, const HParams& hp) {
   } else {
     add_dense({out, p + "mlp.", "dense ffn", l}, hp);
   }
+  for (size_t i = first; i < out.size(); ++i) out[i].role = "mtp head";
 }
 
 }  // namespace

@@ -101,6 +101,22 @@ TEST(Mtp, InferenceIgnoresTheHead) {
   EXPECT_TRUE(a.decode(33) == b.decode(33)) << "decode logits differ";
 }
 
+// `k3 cost` describes the inference model: the head changes nothing in it; `k3 inspect` lists
+// the head's tensors under their own component.
+TEST(Mtp, CostLeavesTheHeadOutAndInspectShowsIt) {
+  TempDir dir;
+  auto cost = [&](int mtp) {
+    const std::string c = dir.write("c.json", config(mtp));
+    const CliResult r = run_k3({"cost", "--config", c});
+    must(r, "k3 cost");
+    return r.out;
+  };
+  EXPECT_EQ(cost(1), cost(0));
+  const CliResult r = run_k3({"inspect", "-m", init(dir, "m", 1)});
+  must(r, "k3 inspect");
+  EXPECT_NE(r.out.find("mtp head"), std::string::npos) << r.out;
+}
+
 TEST(Mtp, RejectsMoreThanOneLayer) {
   TempDir dir;
   const CliResult r =
