@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli_harness.h"
+#include "config/hparams_json.h"
 #include "core/error.h"
 #include "k3/model.h"
 #include "loader/checkpoint.h"
+#include "loader/tensor_table.h"
 #include "train/params.h"
 
 namespace k3::test {
@@ -83,10 +85,15 @@ TEST(Mtp, InitWritesTheHeadAndLeavesTheMainTensorsAlone) {
     EXPECT_TRUE(with.tensors().count(kHead + n)) << n;
   }
   EXPECT_EQ(with.tensor(kHead + "eh_proj.weight").shape, (std::vector<int64_t>{32, 64}));
+  // The config's size check counts the head's tensors as the table lists them.
+  EXPECT_EQ(implied_size(with.hparams()).tensors,
+            static_cast<int64_t>(expected_tensors(with.hparams()).size()));
   // Without experts the head's FFN is dense.
   const Checkpoint dense(init(dir, "dense", 1, 0));
   EXPECT_TRUE(dense.tensors().count(kHead + "mlp.gate_proj.weight"));
   EXPECT_FALSE(dense.tensors().count(kHead + "block_sparse_moe.gate.weight"));
+  EXPECT_EQ(implied_size(dense.hparams()).tensors,
+            static_cast<int64_t>(expected_tensors(dense.hparams()).size()));
 }
 
 TEST(Mtp, InferenceIgnoresTheHead) {
