@@ -102,6 +102,8 @@ std::vector<OpCase> cases() {
     v.push_back(moe_case(2, 4, 4, 96, mx ? 32 : 40, f));  // both tokens on every expert
     v.push_back(moe_case(1, 4, 9, 128, 64, f));
   }
+  // More choices x L than one wave of experts holds (moe_experts.cpp: 2^21 floats).
+  v.push_back(moe_case(1100, 4, 9, 512, 8, MatFormat::f32));
   return v;
 }
 
