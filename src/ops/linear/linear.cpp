@@ -75,9 +75,11 @@ constexpr int64_t kRowsPerBlock = 8;  // weight rows decoded together
 constexpr int64_t kGemvRows = 16;     // weight rows per task on the decode paths
 
 // Straight from storage (no decoded copy): BF16 at any T (register tiles widen the weights
-// in registers, exactly), MXFP4 for small T (each group decoded once per token).
+// in registers, exactly), MXFP4 for small T (each group decoded in registers, once per token
+// or, with AVX-512, once per four tokens).
 bool linear_direct(const LinearKernels& k, const float* x, int64_t T, const Mat& w, float* y) {
-  if (w.format == MatFormat::f32 || (w.format == MatFormat::mxfp4 && T > 2)) return false;
+  if (w.format == MatFormat::f32 || (w.format == MatFormat::mxfp4 && T > k.mxfp4_direct_max_t))
+    return false;
   const int64_t n_tasks = (w.rows + kGemvRows - 1) / kGemvRows;
   parallel_for(n_tasks, w.rows * w.cols * T > 32768, [&](int64_t task) {
     const int64_t r0 = task * kGemvRows, nr = std::min(kGemvRows, w.rows - r0);
