@@ -16,6 +16,7 @@ works with either server).
 import argparse
 import http.client
 import json
+import os
 import random
 import statistics
 import sys
@@ -80,6 +81,50 @@ def stream_chat(url, messages, max_tokens, ban, cache, opts, timeout=600):
     return first, gaps, n, usage, stamps
 
 
+class CpuSampler:
+    """Samples the on-CPU time of every thread of a local process (/proc/PID/task/*/schedstat,
+    nanoseconds) every few milliseconds, so that a window's CPU time can be read afterwards: on
+    a shared machine, what a thread ran is steadier than the wall clock."""
+
+    def __init__(self, pid, period_s=0.002):
+        self.pid, self.period, self.samples = pid, period_s, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def read(self):
+        out = {}
+        base = "/proc/%d/task" % self.pid
+        for tid in os.listdir(base):
+            try:
+                with open("%s/%s/schedstat" % (base, tid)) as f:
+                    out[tid] = int(f.read().split()[0]) * 1e-9
+            except OSError:  # a thread that just ended
+                pass
+        return out
+
+    def run(self):
+        while not self.stop.is_set():
+            self.samples.append((time.perf_counter(), self.read()))
+            time.sleep(self.period)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def window(self, lo, hi):
+        """(CPU s of the busiest thread, of all threads) between the samples nearest lo, hi."""
+        if not self.samples:
+            return float("nan"), float("nan")
+        a = min(self.samples, key=lambda s: abs(s[0] - lo))[1]
+        b = min(self.samples, key=lambda s: abs(s[0] - hi))[1]
+        deltas = [b[t] - a[t] for t in b if t in a]
+        return (max(deltas), sum(deltas)) if deltas else (float("nan"), float("nan"))
+
+
 def words(n, rng):
     vocab = ["alpha", "river", "stone", "cloud", "seven", "market", "green", "window", "paper",
              "engine", "silver", "forest", "number", "quiet", "orange", "bridge"]
@@ -115,6 +160,9 @@ def load(args):
                 with lock:
                     errors.append(str(e))
 
+    sampler = CpuSampler(args.server_pid) if args.server_pid else None
+    if sampler:
+        sampler.__enter__()
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
     for t in threads:
@@ -122,6 +170,8 @@ def load(args):
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    if sampler:
+        sampler.__exit__()
     # Aggregate decode throughput: tokens per second while every request of the wave is decoding
     # (from the last first token to the first last token; --requests = --concurrency).
     spans = [s for s in spans if len(s) >= 2]
@@ -130,6 +180,13 @@ def load(args):
     inside = sum(1 for s in spans for t in s if lo < t <= hi)
     decode = inside / (hi - lo) if hi > lo else float("nan")
     out = {"label": args.label} if args.label else {}
+    if sampler and hi > lo:
+        # The busiest thread is the scheduler (the engine with -t 1): its CPU time over the
+        # all-decoding window gives the decode rate on a core of its own.
+        busiest, total = sampler.window(lo, hi)
+        out.update({"window_s": round(hi - lo, 4), "engine_cpu_s": round(busiest, 4),
+                    "server_cpu_s": round(total, 4),
+                    "decode_tok_per_engine_cpu_s": round(inside / busiest, 1)})
     return {**out, "concurrency": args.concurrency, "requests": args.requests,
             "prompt_tokens_p50": percentile(prompt_tokens, 50) if prompt_tokens else 0,
             "completion_tokens": tokens[0], "wall_s": round(wall, 3),
@@ -180,6 +237,10 @@ def main():
                    help="send ignore_eos: true (llama-server: answers run to --max-tokens)")
     p.add_argument("--model", default="k3", help="the request's model field")
     p.add_argument("--label", default="", help="a name copied into the JSON result")
+    p.add_argument("--server-pid", type=int, default=0,
+                   help="the server's process id (same machine): also report the CPU time of "
+                        "its busiest thread over the all-decoding window, and tokens per "
+                        "CPU second of it")
     args = p.parse_args()
     args.requests = args.requests or args.concurrency
     if not (1 <= args.concurrency <= 256 and 1 <= args.requests <= 4096):

@@ -4,12 +4,12 @@
 # of requests each), with the prefix cache on and off, plus the TTFT of requests sharing a
 # ~1000-token system prompt. Bounded: fixed request counts, a timeout on every run.
 #   bench/serve/run.sh [MAX_TOKENS [REPEATS]]   (MODEL=DIR: another model; SERVE_ARGS: more
-#   k3 serve flags; CONCURRENCY="1 16": the concurrencies (default 1 4 16 64); CACHES="64":
+#   k3 serve flags; K3=PATH: another k3 binary; CONCURRENCY="1 16": the concurrencies (default 1 4 16 64); CACHES="64":
 #   the prefix cache sizes in MiB (default 64 0); SHARED=0: skip the shared-prompt TTFT runs).
 #   Prints one JSON line per run; bench/serve/summarize.py makes the table.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-K3=build/bin/k3
+K3=${K3:-build/bin/k3}
 MODEL=${MODEL:-build/bench-default}
 TOKENS=${1:-64}
 REPEATS=${2:-3}

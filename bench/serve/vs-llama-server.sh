@@ -10,7 +10,7 @@
 #   CONCURRENCY="1 4 16")
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-K3=build/bin/k3
+K3=${K3:-build/bin/k3}
 MODEL=${MODEL:-models/default}
 THREADS=${THREADS:-1}
 TOKENS=${1:-64}
