@@ -41,12 +41,15 @@ stop() { kill -TERM "$server"; wait "$server"; server=""; }
 echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), k3 serve ${SERVE_ARGS:-}"
 for cache in ${CACHES:-64 0}; do
   start --cache-mb "$cache"
+  # One untimed request first: the first one after start pages the weights in.
+  timeout 300 python3 bench/serve/loadgen.py --url "$url" --max-tokens 8 --ban "$ban" \
+    --seed 99 >/dev/null
   echo "## prefix cache: $([ "$cache" = 0 ] && echo off || echo "on (${cache} MiB)")"
   echo "{\"cache_mb\": $cache}"
   for rep in $(seq "$REPEATS"); do
     for c in ${CONCURRENCY:-1 4 16 64}; do
       timeout 900 python3 bench/serve/loadgen.py --url "$url" --concurrency "$c" \
-        --max-tokens "$TOKENS" --ban "$ban" --seed "$rep"
+        --max-tokens "$TOKENS" --ban "$ban" --seed "$rep" --server-pid "$server"
     done
     [ "${SHARED:-1}" = 0 ] || timeout 900 python3 bench/serve/loadgen.py --url "$url" \
       --shared-prefix 240 --requests 4 --ban "$ban" --seed "$rep"

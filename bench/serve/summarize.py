@@ -20,17 +20,19 @@ for line in sys.stdin:
 
 def med(rs, k):
     """Median over the runs that have the value (NaN: no window where all requests decoded)."""
-    xs = [r[k] for r in rs if r[k] == r[k]]
+    xs = [r[k] for r in rs if k in r and r[k] == r[k]]
     return statistics.median(xs) if xs else float("nan")
 
 labelled = any(k[1] for k in rows)
-print("| prefix cache | %sconcurrency | runs | decode tok/s (all decoding) | end-to-end tok/s "
-      "| TTFT p50 ms | ITL p50 ms | ITL p95 ms | errors |" % ("server | " if labelled else ""))
-print("|---|%s---|---|---|---|---|---|---|---|" % ("---|" if labelled else ""))
+print("| prefix cache | %sconcurrency | runs | decode tok/s (all decoding) | decode tok per "
+      "engine CPU s | end-to-end tok/s | TTFT p50 ms | ITL p50 ms | ITL p95 ms | errors |"
+      % ("server | " if labelled else ""))
+print("|---|%s---|---|---|---|---|---|---|---|---|" % ("---|" if labelled else ""))
 for (c_mb, label, conc), rs in sorted(rows.items(), key=lambda kv: (-kv[0][0], kv[0][2], kv[0][1])):
-    print("| %s | %s%d | %d | %.0f | %.0f | %.0f | %.1f | %.1f | %d |" % (
+    print("| %s | %s%d | %d | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %d |" % (
         "on" if c_mb else "off", label + " | " if labelled else "", conc, len(rs),
-        med(rs, "decode_tok_s"), med(rs, "throughput_tok_s"), med(rs, "ttft_p50_ms"),
+        med(rs, "decode_tok_s"), med(rs, "decode_tok_per_engine_cpu_s"),
+        med(rs, "throughput_tok_s"), med(rs, "ttft_p50_ms"),
         med(rs, "itl_p50_ms"), med(rs, "itl_p95_ms"), sum(r["errors"] for r in rs)))
 if not shared:
     sys.exit(0)

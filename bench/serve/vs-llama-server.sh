@@ -49,6 +49,10 @@ llama_pid=$!
 k3_url="http://127.0.0.1:$k3_port/" llama_url="http://127.0.0.1:$llama_port/"
 wait_health "$k3_url" "$k3_log"
 wait_health "$llama_url" "$llama_log"
+for url in "$k3_url" "$llama_url"; do  # one untimed request each: the first pages weights in
+  timeout 300 python3 bench/serve/loadgen.py --url "$url" --endpoint completions --ignore-eos \
+    --ban "$ban" --max-tokens 8 --seed 99 >/dev/null
+done
 
 echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), -t $THREADS, $SLOTS slots x $CTX context, $TOKENS tokens"
 echo "# k3: $("$K3" --version 2>&1 | head -1); llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true)"
@@ -56,11 +60,11 @@ echo "{\"cache_mb\": 64}"
 for rep in $(seq "$REPEATS"); do
   for c in ${CONCURRENCY:-1 4 16}; do
     for side in k3 llama; do
-      url=$k3_url
-      [ "$side" = llama ] && url=$llama_url
+      url=$k3_url pid=$k3_pid
+      [ "$side" = llama ] && url=$llama_url pid=$llama_pid
       timeout 900 python3 bench/serve/loadgen.py --url "$url" --endpoint completions \
         --ignore-eos --ban "$ban" --concurrency "$c" --max-tokens "$TOKENS" --seed "$rep" \
-        --label "$side"
+        --label "$side" --server-pid "$pid"
     done
   done
 done
