@@ -46,12 +46,17 @@ void mix(const float* const* cands, AttnResShape s, const float* w, float eps, f
     }
     F sum = 0;
     for (int64_t i = 0; i < s.n; ++i) sum += (score[i] = std::exp(score[i] - mx));
-    float* o = out + t * s.d;
-    for (int64_t j = 0; j < s.d; ++j) {
-      F acc = 0;
-      for (int64_t i = 0; i < s.n; ++i) acc += score[i] * static_cast<F>(cands[i][t * s.d + j]);
-      o[j] = static_cast<float>(acc / sum);
+    // o = Σ_i score_i v_i / sum, candidate by candidate over the whole row (each o[j] sums in
+    // candidate order, as one j at a time would; the row loop vectorises).
+    F* acc = thread_scratch<F, struct AttnResAccTag>(static_cast<size_t>(s.d));
+    std::fill(acc, acc + s.d, F(0));
+    for (int64_t i = 0; i < s.n; ++i) {
+      const float* v = cands[i] + t * s.d;
+      const F si = score[i];
+      for (int64_t j = 0; j < s.d; ++j) acc[j] += si * static_cast<F>(v[j]);
     }
+    float* o = out + t * s.d;
+    for (int64_t j = 0; j < s.d; ++j) o[j] = static_cast<float>(acc[j] / sum);
   });
 }
 
