@@ -112,26 +112,33 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
   }
 }
 
+// A weight sweep (a lone token's GEMV, and the first pass of a small batch over its rows) is
+// bound by memory latency as much as by bandwidth: a tile's rows are short streams (one row is
+// a few KB) that the hardware prefetcher barely ramps up on, so the tile asks for the same
+// lines four tiles ahead (the rows of consecutive tiles are consecutive in memory). Measured on
+// K3-small decode at -t 1: +10% tokens/s. Prefetches past the end of the weights are harmless
+// (they never fault).
+constexpr int64_t kBf16PerLine = 32;  // 64-byte cache line
+template <int B>
+inline void prefetch_rows(const uint16_t* const* row, int64_t at) {
+#pragma GCC unroll 8
+  for (int b = 0; b < B; ++b) _mm_prefetch(reinterpret_cast<const char*>(row[b] + at), _MM_HINT_T0);
+}
+
 // y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
 // registers, exact): A*B accumulators, each weight and input vector loaded once per 16 columns.
-// row[b] for b >= nb repeats a valid row (computed, not stored). `next`, when not null, is
-// the start of the B*cols weights read after these: fetched into cache meanwhile (a weight
-// sweep from L3 or memory is otherwise latency bound; a prefetch never faults, so `next` may
-// point past the matrix).
+// row[b] for b >= nb repeats a valid row (computed, not stored). prefetch_ahead > 0: each
+// row's line that far ahead is prefetched as the tile reaches a line.
 template <int A, int B>
 void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t nb, int64_t cols,
-               float* y, int64_t ldy, const uint16_t* next) {
+               float* y, int64_t ldy, int64_t prefetch_ahead) {
   __m512 acc[A][B];
 #pragma GCC unroll 8
   for (int a = 0; a < A; ++a)
 #pragma GCC unroll 8
     for (int b = 0; b < B; ++b) acc[a][b] = _mm512_setzero_ps();
   for (int64_t i = 0; i < cols; i += kLanes) {
-    if (next != nullptr) {  // B*16 weights of the next block per 16 columns of this one
-#pragma GCC unroll 8
-      for (int l = 0; l < B * kLanes; l += 32)
-        _mm_prefetch(reinterpret_cast<const char*>(next + i * B + l), _MM_HINT_T0);
-    }
+    if (prefetch_ahead > 0 && i % kBf16PerLine == 0) prefetch_rows<B>(row, i + prefetch_ahead);
     if constexpr (A == 1) {  // each weight vector used once: no array of them (no spills)
       const __m512 xv = _mm512_loadu_ps(x + i);
 #pragma GCC unroll 8
@@ -151,8 +158,8 @@ void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t 
   store_tile<A, B>(acc, nb, y, ldy);
 }
 
-// A tokens against rows [r0, r0+nr), B rows at a time; with `fetch`, each tile prefetches the
-// rows of the next (the first pass over these rows: later passes find them in cache).
+// A tokens against rows [r0, r0+nr), B rows at a time; with `fetch` (the first pass over these
+// rows: later passes find them in cache), each tile prefetches four tiles ahead.
 template <int A, int B>
 void rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr, float* y,
                int64_t ldy, bool fetch) {
@@ -160,8 +167,7 @@ void rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0, int6
     const int64_t n = nr - j0 < B ? nr - j0 : B;
     const uint16_t* row[B];
     for (int64_t b = 0; b < B; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
-    const uint16_t* next = fetch ? w + (r0 + j0 + B) * cols : nullptr;
-    tile_bf16<A, B>(x, cols, row, n, cols, y + r0 + j0, ldy, next);
+    tile_bf16<A, B>(x, cols, row, n, cols, y + r0 + j0, ldy, fetch ? 4 * B * cols : 0);
   }
 }
 
