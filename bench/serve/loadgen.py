@@ -32,10 +32,10 @@ def percentile(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
-def stream_chat(url, messages, max_tokens, ban, cache, opts, timeout=600):
+def stream_chat(url, messages, max_tokens, ban, cache, opts, timeout=600, clock=None):
     """One streaming request (messages: a chat list, or a prompt string for the completions
     endpoint). Returns (ttft_s, [inter-token gaps], completion_tokens, usage, the perf_counter
-    time of each token)."""
+    time of each token, the clock's readings at the first token and at the end)."""
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
     body = {"model": opts.model, "max_tokens": max_tokens, "temperature": 0,
@@ -53,7 +53,7 @@ def stream_chat(url, messages, max_tokens, ban, cache, opts, timeout=600):
     resp = conn.getresponse()
     if resp.status != 200:
         raise RuntimeError("HTTP %d: %s" % (resp.status, resp.read()[:200]))
-    first, last, gaps, usage, stamps = None, None, [], None, []
+    first, last, gaps, usage, stamps, at_first = None, None, [], None, [], None
     for raw in resp:
         line = raw.decode("utf-8", "replace").strip()
         if not line.startswith("data: "):
@@ -72,24 +72,25 @@ def stream_chat(url, messages, max_tokens, ban, cache, opts, timeout=600):
                 stamps.append(now)
                 if first is None:
                     first = now - t0
+                    at_first = clock.read() if clock else None
                 else:
                     gaps.append(now - last)
                 last = now
+    at_end = clock.read() if clock else None
     conn.close()
     # A server that sends no usage: count the chunks that carried text (one token each).
     n = (usage or {}).get("completion_tokens", len(stamps))
-    return first, gaps, n, usage, stamps
+    return first, gaps, n, usage, stamps, (at_first, at_end)
 
 
-class CpuSampler:
-    """Samples the on-CPU time of every thread of a local process (/proc/PID/task/*/schedstat,
-    nanoseconds) every few milliseconds, so that a window's CPU time can be read afterwards: on
-    a shared machine, what a thread ran is steadier than the wall clock."""
+class CpuClock:
+    """The on-CPU time of every thread of a local process (/proc/PID/task/*/schedstat,
+    nanoseconds), read when a request sees its first token and when it ends: on a shared
+    machine, what the server's threads ran is steadier than the wall clock. Two reads per
+    request, so the measurement costs the server's machine next to nothing."""
 
-    def __init__(self, pid, period_s=0.002):
-        self.pid, self.period, self.samples = pid, period_s, []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+    def __init__(self, pid):
+        self.pid = pid
 
     def read(self):
         out = {}
@@ -102,27 +103,11 @@ class CpuSampler:
                 pass
         return out
 
-    def run(self):
-        while not self.stop.is_set():
-            self.samples.append((time.perf_counter(), self.read()))
-            time.sleep(self.period)
 
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
-
-    def window(self, lo, hi):
-        """(CPU s of the busiest thread, of all threads) between the samples nearest lo, hi."""
-        if not self.samples:
-            return float("nan"), float("nan")
-        a = min(self.samples, key=lambda s: abs(s[0] - lo))[1]
-        b = min(self.samples, key=lambda s: abs(s[0] - hi))[1]
-        deltas = [b[t] - a[t] for t in b if t in a]
-        return (max(deltas), sum(deltas)) if deltas else (float("nan"), float("nan"))
+def busiest(a, b):
+    """(CPU s of the busiest thread, of all threads) from reading a to reading b."""
+    deltas = [b[t] - a[t] for t in b if t in a]
+    return (max(deltas), sum(deltas)) if deltas else (float("nan"), float("nan"))
 
 
 def words(n, rng):
@@ -136,6 +121,8 @@ def load(args):
     prompts = [words(args.prompt_words, rng) for _ in range(args.requests)]
     lock, next_i = threading.Lock(), [0]
     ttfts, itls, tokens, errors, spans, prompt_tokens = [], [], [0], [], [], []
+    readings = []  # (token times, (clock at the first token, at the end)) per request
+    clock = CpuClock(args.server_pid) if args.server_pid else None
 
     def worker():
         while True:
@@ -147,10 +134,12 @@ def load(args):
             try:
                 msgs = (prompts[i] if args.endpoint == "completions"
                         else [{"role": "user", "content": prompts[i]}])
-                ttft, gaps, n, usage, span = stream_chat(
-                    args.url, msgs, args.max_tokens, args.ban, not args.no_cache, args)
+                ttft, gaps, n, usage, span, reads = stream_chat(
+                    args.url, msgs, args.max_tokens, args.ban, not args.no_cache, args,
+                    clock=clock)
                 with lock:
                     spans.append(span)
+                    readings.append((span, reads))
                     prompt_tokens.append((usage or {}).get("prompt_tokens", 0))
                     if ttft is not None:
                         ttfts.append(ttft)
@@ -160,9 +149,6 @@ def load(args):
                 with lock:
                     errors.append(str(e))
 
-    sampler = CpuSampler(args.server_pid) if args.server_pid else None
-    if sampler:
-        sampler.__enter__()
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
     for t in threads:
@@ -170,8 +156,6 @@ def load(args):
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    if sampler:
-        sampler.__exit__()
     # Aggregate decode throughput: tokens per second while every request of the wave is decoding
     # (from the last first token to the first last token; --requests = --concurrency).
     spans = [s for s in spans if len(s) >= 2]
@@ -180,13 +164,17 @@ def load(args):
     inside = sum(1 for s in spans for t in s if lo < t <= hi)
     decode = inside / (hi - lo) if hi > lo else float("nan")
     out = {"label": args.label} if args.label else {}
-    if sampler and hi > lo:
-        # The busiest thread is the scheduler (the engine with -t 1): its CPU time over the
-        # all-decoding window gives the decode rate on a core of its own.
-        busiest, total = sampler.window(lo, hi)
-        out.update({"window_s": round(hi - lo, 4), "engine_cpu_s": round(busiest, 4),
+    readings = [r for r in readings if len(r[0]) >= 2]
+    if clock and hi > lo and readings:
+        # From the first token of the last request to start to the end of the first to
+        # finish. The busiest thread is the scheduler (the engine with -t 1): its CPU time
+        # over the window gives the decode rate on a core of its own.
+        start = max(readings, key=lambda r: r[0][0])[1][0]
+        end = min(readings, key=lambda r: r[0][-1])[1][1]
+        top, total = busiest(start, end)
+        out.update({"window_s": round(hi - lo, 4), "engine_cpu_s": round(top, 4),
                     "server_cpu_s": round(total, 4),
-                    "decode_tok_per_engine_cpu_s": round(inside / busiest, 1)})
+                    "decode_tok_per_engine_cpu_s": round(inside / top, 1)})
     return {**out, "concurrency": args.concurrency, "requests": args.requests,
             "prompt_tokens_p50": percentile(prompt_tokens, 50) if prompt_tokens else 0,
             "completion_tokens": tokens[0], "wall_s": round(wall, 3),
@@ -207,7 +195,8 @@ def shared_prefix(args):
     for q in range(args.requests):
         msgs = [{"role": "system", "content": system},
                 {"role": "user", "content": "Question %d: %s" % (q, words(8, rng))}]
-        ttft, _, _, usage, _ = stream_chat(args.url, msgs, 1, args.ban, not args.no_cache, args)
+        ttft, _, _, usage, _, _ = stream_chat(args.url, msgs, 1, args.ban, not args.no_cache,
+                                              args)
         out.append({"ttft_ms": round(1000 * ttft, 1), "prompt_tokens": usage["prompt_tokens"],
                     "cached_tokens": usage["prompt_tokens_details"]["cached_tokens"]})
     later = [r["ttft_ms"] for r in out[1:]]
