@@ -34,6 +34,22 @@ void* device_random(size_t bytes, std::mt19937_64& rng, bool floats, float scale
   return p;
 }
 
+// Device buffer of n floats: 16 Mi N(0, 1) values repeated (gigabytes without minutes of
+// host sampling; the repeat is longer than the L2).
+float* device_randn_large(size_t n, std::mt19937_64& rng) {
+  const size_t period = std::min(n, size_t{16} << 20);
+  std::vector<float> h(period);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& x : h) x = d(rng);
+  float* p = nullptr;
+  ck(cudaMalloc(&p, n * 4), "malloc");
+  for (size_t off = 0; off < n; off += period) {
+    ck(cudaMemcpy(p + off, h.data(), std::min(period, n - off) * 4, cudaMemcpyHostToDevice),
+       "upload");
+  }
+  return p;
+}
+
 // bf16 bits of N(0, 0.02) values; MXFP4 scales near 2^-7 (valid E8M0 codes).
 void* device_bf16(size_t n, std::mt19937_64& rng) {
   std::vector<uint16_t> h(n);
@@ -131,27 +147,58 @@ void linear_case(const char* label, MatFormat fmt, int64_t R, int64_t C, int64_t
   cudaFree(y);
 }
 
-// One KDA layer's decode step for B sequences (H=96, K=V=128), state per sequence.
+// One KDA layer's decode step for B sequences (H=96, K=V=128), state per sequence; the states
+// rotate over sets of at least 256 MB so that repeats do not run from the 60 MB L2.
 void kda_decode_case(int64_t B, std::mt19937_64& rng) {
-  const int64_t H = 96, K = 128, V = 128;
+  const int64_t H = 96, K = 128, V = 128, state_floats = B * H * K * V;
+  const int sets =
+      static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / (state_floats * 4)));
   auto f = [&](int64_t n, float s) {
     return static_cast<float*>(device_random(n * 4, rng, true, s));
   };
   float *q = f(B * H * K, 0.08f), *k = f(B * H * K, 0.08f), *v = f(B * H * V, 1.0f);
   float* g = f(B * H * K, 0.01f);
   float* beta = f(B * H, 0.3f);
-  float* S = f(B * H * K * V, 0.1f);
+  float* S = device_randn_large(state_floats * sets, rng);
   float* o = f(B * H * V, 1.0f);
-  std::vector<KdaDecodeSeq> seqs(B);
-  for (int64_t i = 0; i < B; ++i) seqs[i] = {i, S + i * H * K * V};
+  std::vector<std::vector<KdaDecodeSeq>> seqs(sets, std::vector<KdaDecodeSeq>(B));
+  for (int x = 0; x < sets; ++x)
+    for (int64_t i = 0; i < B; ++i) seqs[x][i] = {i, S + x * state_floats + i * H * K * V};
   const KdaInputs in{q, k, v, g, beta};
-  const double ms = median_ms(g_stream, 3, 20, [&] {
-    kda_decode_cuda(in, seqs.data(), B, {0, H, K, V}, o);
+  int next = 0;
+  const double ms = median_ms(g_stream, 3, 30, [&] {
+    kda_decode_cuda(in, seqs[next].data(), B, {0, H, K, V}, o);
+    next = (next + 1) % sets;
   });
+  // Layers back to back (as in a decode step): 8 launches over rotated states, per launch.
+  const double ms8 = median_ms(g_stream, 2, 10,
+                               [&] {
+                                 for (int r = 0; r < 8; ++r) {
+                                   kda_decode_cuda(in, seqs[next].data(), B, {0, H, K, V}, o);
+                                   next = (next + 1) % sets;
+                                 }
+                               }) /
+                     8;
+  // The same 8 layers captured as a CUDA graph (what a captured decode step would launch).
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ck(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int r = 0; r < 8; ++r) kda_decode_cuda(in, seqs[r % sets].data(), B, {0, H, K, V}, o);
+  ck(cudaStreamEndCapture(g_stream, &graph), "capture end");
+  ck(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  const double msg =
+      median_ms(g_stream, 2, 20, [&] { ck(cudaGraphLaunch(exec, g_stream), "graph"); }) / 8;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
   const double state = 2.0 * B * H * K * V * 4;
-  std::printf("%-44s %10.4f ms %8.1f GB/s state r+w  (%.1f us per layer)\n",
+  std::printf("%-44s %10.4f ms %8.1f GB/s state r+w  (%.1f us per layer, %d state sets)\n",
               ("kda decode step B=" + std::to_string(B) + " H=96 K=V=128").c_str(), ms,
-              state / (ms * 1e-3) / 1e9, ms * 1e3);
+              state / (ms * 1e-3) / 1e9, ms * 1e3, sets);
+  std::printf("%-44s %10.4f ms %8.1f GB/s state r+w  (%.1f us per layer)\n",
+              "  8 layers back to back, per layer", ms8, state / (ms8 * 1e-3) / 1e9, ms8 * 1e3);
+  std::printf("%-44s %10.4f ms %8.1f GB/s state r+w  (%.1f us per layer)\n",
+              "  8 layers in one CUDA graph, per layer", msg, state / (msg * 1e-3) / 1e9,
+              msg * 1e3);
   for (float* p : {q, k, v, g, beta, S, o}) cudaFree(p);
 }
 
@@ -173,28 +220,46 @@ void kda_prefill_case(int64_t T, std::mt19937_64& rng) {
   for (float* p : {q, k, v, g, beta, S, o}) cudaFree(p);
 }
 
-// Absorbed MLA decode: B sequences, each n_past cached latents (contiguous), H=96.
-void mla_decode_case(int64_t B, int64_t ctx, double copy_gbs, std::mt19937_64& rng) {
+// Absorbed MLA decode: B sequences of lens[i] cached latents (contiguous), H=96, all in one
+// split-KV call; the fp32-grade launcher (the op's) and the bf16-operand one, with the largest
+// difference between their outputs relative to max |o|.
+void mla_decode_case(const std::string& label, const std::vector<int64_t>& lens, double copy_gbs,
+                     std::mt19937_64& rng) {
   const int64_t H = 96, Dn = 128, Dr = 64, Dv = 128, Dc = 512, W = Dc + Dr;
-  float* cache = static_cast<float*>(device_random(B * ctx * W * 4, rng, true));
+  const int64_t B = static_cast<int64_t>(lens.size());
+  int64_t total = 0;
+  for (int64_t n : lens) total += n;
+  float* cache = device_randn_large(total * W, rng);
   float* q = static_cast<float*>(device_random(B * H * (Dn + Dr) * 4, rng, true, 0.1f));
   float* o = static_cast<float*>(device_random(B * H * Dv * 4, rng, true));
   const Mat uk{H * Dc, Dn, MatFormat::bf16, device_bf16(H * Dc * Dn, rng), nullptr};
   const Mat kvb{H * (Dn + Dv), Dc, MatFormat::bf16, device_bf16(H * (Dn + Dv) * Dc, rng), nullptr};
   const MlaAbsorbedWeights w{uk, kvb};
-  const int32_t zero = 0;
-  const double ms = median_ms(g_stream, 1, 3, [&] {
-    for (int64_t b = 0; b < B; ++b) {
-      const PagedRows pr{cache + b * ctx * W, &zero, ctx, 0, W};
-      mla_absorbed_cuda(q + b * H * (Dn + Dr), pr, w, {1, ctx - 1, H, Dn, Dr, Dv, Dc},
-                        o + b * H * Dv);
-    }
-  });
-  const double bytes = double(B) * ctx * W * 4;
-  std::printf(
-      "%-44s %10.3f ms %8.1f GB/s cache (%4.1f%% of copy)\n",
-      ("mla absorbed decode B=" + std::to_string(B) + " ctx=" + std::to_string(ctx)).c_str(), ms,
-      bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbs);
+  static const int32_t zero = 0;
+  std::vector<MlaBatchSeq> seqs(B);
+  int64_t off = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    seqs[b] = {b, 1, lens[b] - 1, PagedRows{cache + off * W, &zero, lens[b], 0, W}};
+    off += lens[b];
+  }
+  const MlaShape dims{0, 0, H, Dn, Dr, Dv, Dc};
+  const double bytes = double(total) * W * 4;
+  std::vector<float> o32(B * H * Dv), o16(B * H * Dv);
+  for (int mode = 0; mode < 2; ++mode) {
+    auto fn = mode == 0 ? mla_absorbed_batch_cuda : mla_absorbed_batch_bf16_cuda;
+    const double ms = median_ms(g_stream, 2, 10, [&] { fn(q, seqs.data(), B, w, dims, o); });
+    ck(cudaMemcpy((mode == 0 ? o32 : o16).data(), o, o32.size() * 4, cudaMemcpyDeviceToHost), "o");
+    std::printf("%-44s %10.3f ms %8.1f GB/s cache (%4.1f%% of copy)\n",
+                ("mla decode " + label + (mode == 0 ? " fp32-grade" : " bf16")).c_str(), ms,
+                bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbs);
+  }
+  double mx = 0, diff = 0;
+  for (size_t i = 0; i < o32.size(); ++i) {
+    mx = std::max(mx, double(std::fabs(o32[i])));
+    diff = std::max(diff, double(std::fabs(o32[i] - o16[i])));
+  }
+  std::printf("%-44s max|bf16 - fp32-grade| / max|o| = %.2e\n", ("mla decode " + label).c_str(),
+              diff / mx);
   cudaFree(cache);
   cudaFree(q);
   cudaFree(o);
@@ -274,6 +339,12 @@ void moe_case(int64_t E, int64_t k, const std::vector<int64_t>& Ts, double copy_
   cudaFree(scales);
 }
 
+// K3_BENCH_ONLY=kda,mla runs only the named sections (linear, moe, kda, mla) after the ceilings.
+bool section(const char* name) {
+  const char* only = std::getenv("K3_BENCH_ONLY");
+  return only == nullptr || std::strstr(only, name) != nullptr;
+}
+
 }  // namespace
 
 int bench_ops() {
@@ -283,26 +354,40 @@ int bench_ops() {
   std::printf("== ceilings\n");
   const double copy = copy_bandwidth();
   const double gemm = gemm_rate(rng);
-  std::printf("== linear (weights rotated over sets larger than L2)\n");
-  linear_case("bf16 gemv T=1 7168x7168 (8 sets)", MatFormat::bf16, 7168, 7168, 1, 8, copy, rng);
-  linear_case("bf16 gemv T=8 7168x7168 (8 sets)", MatFormat::bf16, 7168, 7168, 8, 8, copy, rng);
-  linear_case("mxfp4 gemv T=1 3072x3584 (64 sets)", MatFormat::mxfp4, 3072, 3584, 1, 64, copy, rng);
-  linear_case("mxfp4 gemv T=1 3584x3072 (64 sets)", MatFormat::mxfp4, 3584, 3072, 1, 64, copy, rng);
-  linear_case("bf16 gemm T=4096 7168x7168 (split hi+lo)", MatFormat::bf16, 7168, 7168, 4096, 2,
-              copy, rng);
-  linear_case("mxfp4 gemm T=512 3072x3584 (widen+split)", MatFormat::mxfp4, 3072, 3584, 512, 4,
-              copy, rng);
-  std::printf("== moe routed experts (MXFP4, latent 3584, expert 3072)\n");
-  moe_case(32, 16, {1, 16, 64}, copy, gemm, rng);
-  moe_case(896, 16, {1, 64, 4096}, copy, gemm, rng);
-  std::printf("== kda\n");
-  kda_decode_case(1, rng);
-  kda_decode_case(64, rng);
-  kda_prefill_case(8192, rng);
-  std::printf("== mla absorbed decode\n");
-  mla_decode_case(1, 4096, copy, rng);
-  mla_decode_case(64, 4096, copy, rng);
-  mla_decode_case(64, 32768, copy, rng);
+  if (section("linear")) {
+    std::printf("== linear (weights rotated over sets larger than L2)\n");
+    linear_case("bf16 gemv T=1 7168x7168 (8 sets)", MatFormat::bf16, 7168, 7168, 1, 8, copy, rng);
+    linear_case("bf16 gemv T=8 7168x7168 (8 sets)", MatFormat::bf16, 7168, 7168, 8, 8, copy, rng);
+    linear_case("mxfp4 gemv T=1 3072x3584 (64 sets)", MatFormat::mxfp4, 3072, 3584, 1, 64, copy,
+                rng);
+    linear_case("mxfp4 gemv T=1 3584x3072 (64 sets)", MatFormat::mxfp4, 3584, 3072, 1, 64, copy,
+                rng);
+    linear_case("bf16 gemm T=4096 7168x7168 (split hi+lo)", MatFormat::bf16, 7168, 7168, 4096, 2,
+                copy, rng);
+    linear_case("mxfp4 gemm T=512 3072x3584 (widen+split)", MatFormat::mxfp4, 3072, 3584, 512, 4,
+                copy, rng);
+  }
+  if (section("moe")) {
+    std::printf("== moe routed experts (MXFP4, latent 3584, expert 3072)\n");
+    moe_case(32, 16, {1, 16, 64}, copy, gemm, rng);
+    moe_case(896, 16, {1, 64, 4096}, copy, gemm, rng);
+  }
+  if (section("kda")) {
+    std::printf("== kda\n");
+    kda_decode_case(1, rng);
+    kda_decode_case(16, rng);
+    kda_decode_case(64, rng);
+    kda_prefill_case(8192, rng);
+  }
+  if (section("mla")) {
+    std::printf("== mla absorbed decode\n");
+    mla_decode_case("B=1 ctx=4096", {4096}, copy, rng);
+    mla_decode_case("B=64 ctx=4096", std::vector<int64_t>(64, 4096), copy, rng);
+    mla_decode_case("B=64 ctx=32768", std::vector<int64_t>(64, 32768), copy, rng);
+    std::vector<int64_t> varlen(64);  // 512 … 64K, 2.1 M rows in all (as 64 × 32K)
+    for (int64_t b = 0; b < 64; ++b) varlen[b] = 512 + b * (65536 - 1024) / 63;
+    mla_decode_case("B=64 varlen 512..65024", varlen, copy, rng);
+  }
   return 0;
 }
 

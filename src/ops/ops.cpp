@@ -230,13 +230,10 @@ void mla_absorbed(Ctx& ctx, const Tensor& q, std::span<const MlaSeq> seqs,
   contiguous_f32(q, "mla_absorbed", "q");
   contiguous_f32(o, "mla_absorbed", "o");
   const int64_t H = dims.H, Dq = dims.Dn + dims.Dr, Dv = dims.Dv;
-  if (ctx.backend.device() == Device::cuda && kMlaAbsorbedOp.cuda != nullptr) {
-    for (const MlaSeq& s : seqs) {  // one launch per sequence, over all its heads
-      MlaShape sh = dims;
-      sh.T = s.n;
-      sh.n_past = s.n_past;
-      kMlaAbsorbedOp.cuda(q.f32() + s.t0 * H * Dq, s.cache, w, sh, o.f32() + s.t0 * H * Dv);
-    }
+  if (ctx.backend.device() == Device::cuda && kMlaAbsorbedBatchOp.cuda != nullptr) {
+    // All sequences in one split-KV launch.
+    kMlaAbsorbedBatchOp.cuda(q.f32(), seqs.data(), static_cast<int64_t>(seqs.size()), w, dims,
+                             o.f32());
     return;
   }
   auto* head = mla_attention_absorbed_head;  // the cpu launcher, one head at a time

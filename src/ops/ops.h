@@ -73,10 +73,7 @@ void mla_expanded(Ctx& ctx, const Tensor& q, const Tensor& k, const Tensor& v, M
 // The absorbed form over a step's rows (varlen): sequence i's queries are rows t0 … t0+n-1 of
 // q [T, H, Dn+Dr], attending over its paged cache (n_past + n rows); one parallel loop over
 // (sequence, head). o [T, H, Dv]. `dims` gives H, Dn, Dr, Dv, Dc (its T and n_past unused).
-struct MlaSeq {
-  int64_t t0 = 0, n = 0, n_past = 0;
-  PagedRows cache;
-};
+using MlaSeq = MlaBatchSeq;  // t0, n, n_past, cache
 void mla_absorbed(Ctx& ctx, const Tensor& q, std::span<const MlaSeq> seqs,
                   const MlaAbsorbedWeights& w, MlaShape dims, const Tensor& o);
 

@@ -90,6 +90,10 @@ std::vector<OpCase> cases() {
   v.push_back(kda_decode_case(3, 5, {0, 2, 16, 16}));
   v.push_back(kda_decode_case(9, 9, {0, 3, 32, 24}));
   v.push_back(kda_decode_case(4, 4, {0, 2, 128, 128}));
+  v.push_back(kda_decode_case(2, 3, {0, 2, 16, 13}));   // V % 4 != 0: the scalar kernel
+  v.push_back(kda_decode_case(2, 2, {0, 1, 256, 12}));  // 16 rows per thread
+  v.push_back(kda_decode_case(1, 2, {0, 1, 200, 7}));   // scalar, 25 rows per thread
+  v.push_back(kda_decode_case(70, 70, {0, 1, 4, 4}));   // more sequences than one launch takes
   return v;
 }
 

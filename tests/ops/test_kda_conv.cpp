@@ -19,8 +19,15 @@ struct KdaData {
   KdaInputs in() const { return {q.data(), k.data(), v.data(), g.data(), beta.data()}; }
 };
 
+// How a case's gates and initial state are drawn.
+enum class Gates { mild, strong };  // strong: g down to −40, decays underflow within a chunk
+struct KdaVariant {
+  Gates gates = Gates::mild;
+  bool initial_state = true;  // false: the sequence starts from S = 0
+};
+
 // Inputs as the layer produces them: L2-normalised q (scaled) and k, g ∈ (−5, 0), β ∈ (0, 1).
-KdaData kda_data(std::mt19937_64& rng, KdaShape s) {
+KdaData kda_data(std::mt19937_64& rng, KdaShape s, KdaVariant var = {}) {
   KdaData d;
   d.q = randn(rng, s.T * s.H * s.K);
   d.k = randn(rng, s.T * s.H * s.K);
@@ -28,11 +35,18 @@ KdaData kda_data(std::mt19937_64& rng, KdaShape s) {
   l2_norm(d.k.data(), s.T * s.H, s.K, 1e-6f);
   for (float& x : d.q) x /= std::sqrt(static_cast<float>(s.K));
   d.v = randn(rng, s.T * s.H * s.V);
-  d.g = randu(rng, s.T * s.H * s.K, -5.0, -1e-3);
-  // Mostly mild decays, as trained models have; some channels near the lower bound.
-  for (float& x : d.g) x = x < -4.0f ? x : x * 0.05f;
+  if (var.gates == Gates::mild) {
+    d.g = randu(rng, s.T * s.H * s.K, -5.0, -1e-3);
+    // Mostly mild decays, as trained models have; some channels near the lower bound.
+    for (float& x : d.g) x = x < -4.0f ? x : x * 0.05f;
+  } else {
+    // Past any gate bound: e^{Σg} underflows float within a few tokens on most channels, and a
+    // sub-chunk's decay spread exceeds what the fp32 form factorises.
+    d.g = randu(rng, s.T * s.H * s.K, -40.0, -1e-3);
+  }
   d.beta = randu(rng, s.T * s.H, 0.05, 0.95);
-  d.S0 = randn(rng, s.H * s.K * s.V, 0.3);
+  d.S0 = var.initial_state ? randn(rng, s.H * s.K * s.V, 0.3)
+                           : std::vector<float>(static_cast<size_t>(s.H * s.K * s.V), 0.0f);
   return d;
 }
 
@@ -53,10 +67,28 @@ std::vector<float> run_kda(Fn&& fn, const KdaData& d, KdaShape s) {
 // `op` is only read when the case runs: cases are built during static initialisation, in no
 // set order with the tables.
 template <typename Table>
-OpCase kda_case(const char* name, const Table& op, KdaShape s) {
-  return {name, kda_shape(s), 2e-5, [&op, s](std::mt19937_64& rng, Impl impl) {
-            KdaData d = kda_data(rng, s);
+OpCase kda_case(const char* name, const Table& op, KdaShape s, KdaVariant var = {}) {
+  std::string shape = kda_shape(s) + (var.gates == Gates::strong ? " strong" : "") +
+                      (var.initial_state ? "" : " S0=0");
+  return {name, shape, 2e-5, [&op, s, var](std::mt19937_64& rng, Impl impl) {
+            KdaData d = kda_data(rng, s, var);
             return Outputs{run_kda(op.get(impl), d, s), widen(run_kda(op.ref, d, s))};
+          }};
+}
+
+// The fp32 matrix form (kda_chunked, the registered cpu one) against the double chunk algebra
+// it replaced (kda_chunked_f64), on the same chunk of 64; the harness runs it on every ISA.
+// Tolerance 2e-5 (relative to max |o, S|), the fp32 recurrence's: measured ≤ 1e-6 on every case
+// and ISA here, against both the f64 chunks and the double recurrence.
+OpCase kda_chunked_vs_f64_case(KdaShape s, KdaVariant var) {
+  std::string shape = kda_shape(s) + (var.gates == Gates::strong ? " strong" : "") +
+                      (var.initial_state ? "" : " S0=0") + " vs f64";
+  return {"kda_chunked", shape, 2e-5, [s, var](std::mt19937_64& rng, Impl impl) {
+            KdaData d = kda_data(rng, s, var);
+            auto f64 = [](const KdaInputs& in, KdaShape sh, float* S, float* o) {
+              kda_chunked_f64(in, sh, S, o, 64);
+            };
+            return Outputs{run_kda(kKdaChunkedOp.get(impl), d, s), widen(run_kda(f64, d, s))};
           }};
 }
 
@@ -108,13 +140,34 @@ std::vector<OpCase> cases() {
     v.push_back(kda_case("kda_chunked", kKdaChunkedOp, s));
     v.push_back(kda_case("kda_recurrent", kKdaRecurrentOp, s));
   }
+  // The fp32 chunked form: T = 1, 2, chunk ± 1, several chunks; odd heads and dims; the
+  // release's head dims; strong gates (decays underflow, unfactorisable sub-chunks); S0 = 0.
+  for (KdaShape s : {KdaShape{1, 1, 5, 7},
+                     {2, 3, 17, 9},
+                     {15, 1, 3, 33},
+                     {17, 2, 31, 16},
+                     {63, 3, 32, 32},
+                     {64, 1, 128, 128},
+                     {65, 5, 24, 40},
+                     {129, 2, 64, 64},
+                     {200, 3, 19, 23}}) {
+    for (KdaVariant var : {KdaVariant{Gates::mild, true},
+                           {Gates::strong, true},
+                           {Gates::mild, false},
+                           {Gates::strong, false}}) {
+      v.push_back(kda_case("kda_chunked", kKdaChunkedOp, s, var));
+      v.push_back(kda_chunked_vs_f64_case(s, var));
+    }
+  }
   for (auto [T, C, W, split] : {std::tuple{1, 5, 4, 0},
                                 {9, 12, 4, 4},
                                 {20, 7, 2, 19},
                                 {33, 64, 4, 1},
                                 {6, 3, 1, 3},
                                 {1, 1, 4, 1},
-                                {300, 40, 4, 150}}) {
+                                {300, 40, 4, 150},
+                                {37, 150, 4, 10},  // channel blocks of 64 and a tail
+                                {5, 200, 3, 2}}) {
     v.push_back(conv_case(T, C, W, split));
   }
   for (KdaGateShape s : {KdaGateShape{1, 1, 1, -5.0f},
@@ -129,23 +182,39 @@ std::vector<OpCase> cases() {
 
 static Register reg(cases());
 
-// Release shapes: 96 heads x 128, one prefill chunk (chunked) and one decode step (recurrent).
-PerfCase kda_perf(KdaShape s, bool chunked) {
+// Release shapes: 96 heads x 128, one prefill chunk (chunked: the fp32 form and the double one it
+// replaced) and one decode step (recurrent).
+PerfCase kda_perf(KdaShape s, const char* name, KdaFn* fn) {
   const double state_bytes = 4.0 * s.H * s.K * s.V;
+  const bool chunked = s.T > 1;
   const double flops =
       chunked ? s.H * (4.0 * s.T * s.T * s.K + 6.0 * s.T * s.K * s.V) : s.T * s.H * 8.0 * s.K * s.V;
-  return {chunked ? "kda_chunked" : "kda_recurrent", kda_shape(s), flops, state_bytes,
+  return {name, kda_shape(s), flops, state_bytes,
           [=](std::mt19937_64& rng) -> std::function<void()> {
             auto d = std::make_shared<KdaData>(kda_data(rng, s));
             auto o = std::make_shared<std::vector<float>>(s.T * s.H * s.V);
             auto S = std::make_shared<std::vector<float>>(d->S0);
-            return [=] {
-              (chunked ? kKdaChunkedOp.cpu : kKdaRecurrentOp.cpu)(d->in(), s, S->data(), o->data());
-            };
+            return [=] { fn(d->in(), s, S->data(), o->data()); };
           }};
 }
 
-static RegisterPerf perf({kda_perf({64, 96, 128, 128}, true), kda_perf({1, 96, 128, 128}, false)});
+void kda_chunked_f64_64(const KdaInputs& in, KdaShape s, float* S, float* o) {
+  kda_chunked_f64(in, s, S, o, 64);
+}
+void kda_chunked_cpu(const KdaInputs& in, KdaShape s, float* S, float* o) {
+  kKdaChunkedOp.cpu(in, s, S, o);
+}
+void kda_recurrent_cpu(const KdaInputs& in, KdaShape s, float* S, float* o) {
+  kKdaRecurrentOp.cpu(in, s, S, o);
+}
+
+static RegisterPerf perf({kda_perf({64, 96, 128, 128}, "kda_chunked", kda_chunked_cpu),
+                          kda_perf({64, 96, 128, 128}, "kda_chunked_f64", kda_chunked_f64_64),
+                          kda_perf({512, 8, 128, 128}, "kda_chunked", kda_chunked_cpu),
+                          kda_perf({512, 8, 128, 128}, "kda_chunked_f64", kda_chunked_f64_64),
+                          kda_perf({512, 4, 32, 32}, "kda_chunked", kda_chunked_cpu),
+                          kda_perf({512, 4, 32, 32}, "kda_chunked_f64", kda_chunked_f64_64),
+                          kda_perf({1, 96, 128, 128}, "kda_recurrent", kda_recurrent_cpu)});
 
 // Chunk sizes other than the registered 64 (one token, an odd tail) against the recurrence.
 TEST(KdaChunked, OtherChunkSizesMatchTheRecurrence) {

@@ -77,6 +77,39 @@ OpCase mla_absorbed_case(MlaShape s, int64_t block) {
           }};
 }
 
+// A step's varlen batch: sequences of different lengths (queries n_i, past p_i), each over its
+// own paged cache, at shuffled rows of one q/o (rows of no sequence are kept).
+OpCase mla_batch_case(std::vector<std::pair<int64_t, int64_t>> n_past, MlaShape d, int64_t block) {
+  std::string shape = "H=" + std::to_string(d.H) + " Dn=" + std::to_string(d.Dn) +
+                      " Dr=" + std::to_string(d.Dr) + " Dv=" + std::to_string(d.Dv) +
+                      " Dc=" + std::to_string(d.Dc) + " block=" + std::to_string(block) + " seqs";
+  for (auto [n, p] : n_past) shape += " " + std::to_string(n) + "/" + std::to_string(p);
+  return {"mla_absorbed_batch", shape, 2e-5, [=](std::mt19937_64& rng, Impl impl) {
+            const int64_t Dq = d.Dn + d.Dr, Dcr = d.Dc + d.Dr, ns = n_past.size();
+            int64_t T = 1;  // one spare row that no sequence owns
+            for (auto [n, p] : n_past) T += n;
+            std::vector<int64_t> order(ns);
+            for (int64_t i = 0; i < ns; ++i) order[i] = i;
+            std::shuffle(order.begin(), order.end(), rng);
+            std::vector<PagedCache> caches;
+            caches.reserve(ns);
+            std::vector<MlaBatchSeq> seqs(ns);
+            int64_t t0 = 1;
+            for (int64_t i : order) {
+              const auto [n, p] = n_past[i];
+              caches.emplace_back(randn(rng, (n + p) * Dcr), n + p, Dcr, block, rng);
+              seqs[i] = {t0, n, p, caches.back().view};
+              t0 += n;
+            }
+            std::vector<float> q = randn(rng, T * d.H * Dq, 0.5);
+            const MlaWeights mw(rng, d);
+            std::vector<float> o = randn(rng, T * d.H * d.Dv), o_ref = o;
+            kMlaAbsorbedBatchOp.get(impl)(q.data(), seqs.data(), ns, mw.w, d, o.data());
+            kMlaAbsorbedBatchOp.ref(q.data(), seqs.data(), ns, mw.w, d, o_ref.data());
+            return Outputs{o, widen(o_ref)};
+          }};
+}
+
 // Expanded keys [S, H, Dn+Dr] and values [S, H, Dv] from a latent cache [S, Dc+Dr], in
 // double (rounded once to fp32): what the layer's kv_b projection produces.
 void expand_latents(const std::vector<float>& cache, const std::vector<float>& wkv, MlaShape s,
@@ -114,6 +147,19 @@ OpCase mla_expanded_case(MlaShape s) {
           }};
 }
 
+// The matrix form (the registered cpu one) against the loop it replaced, both fp32.
+OpCase mla_expanded_vs_loop_case(MlaShape s) {
+  return {"mla_expanded", mla_shape(s, 0) + " vs loop", 2e-5, [=](std::mt19937_64& rng, Impl impl) {
+            const int64_t S = s.n_past + s.T, Dq = s.Dn + s.Dr;
+            std::vector<float> q = randn(rng, s.T * s.H * Dq, 0.5);
+            std::vector<float> k = randn(rng, S * s.H * Dq), v = randn(rng, S * s.H * s.Dv);
+            std::vector<float> o(s.T * s.H * s.Dv), o_loop(o.size());
+            kMlaExpandedOp.get(impl)(q.data(), k.data(), v.data(), s, o.data());
+            mla_attention_expanded_loop(q.data(), k.data(), v.data(), s, o_loop.data());
+            return Outputs{o, widen(o_loop)};
+          }};
+}
+
 OpCase attn_res_case(int64_t n, int64_t T, int64_t d) {
   std::string shape =
       "n=" + std::to_string(n) + " T=" + std::to_string(T) + " d=" + std::to_string(d);
@@ -131,6 +177,14 @@ OpCase attn_res_case(int64_t n, int64_t T, int64_t d) {
 
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
+  // The expanded form's query tiles (32): tails, a past, odd widths, the K3-small head dims.
+  for (MlaShape s : {MlaShape{33, 5, 3, 7, 3, 5, 8},
+                     {65, 0, 2, 16, 8, 17, 8},
+                     {96, 31, 1, 9, 0, 4, 8},
+                     {130, 0, 2, 64, 32, 64, 256}}) {
+    v.push_back(mla_expanded_case(s));
+    v.push_back(mla_expanded_vs_loop_case(s));
+  }
   for (MlaShape s : {MlaShape{1, 0, 1, 8, 4, 8, 16},
                      {1, 9, 3, 16, 8, 16, 24},
                      {7, 0, 2, 16, 8, 12, 32},
@@ -142,6 +196,18 @@ std::vector<OpCase> cases() {
     v.push_back(mla_expanded_case(s));
     for (int64_t block : {0, 1, 4, 16}) v.push_back(mla_absorbed_case(s, block));
   }
+  // Batches: one and many sequences, decode and chunk rows, more than one row group (48 rows)
+  // and key range, the model's widths (H=8 of 96), empty sequences.
+  const MlaShape small{0, 0, 3, 16, 8, 12, 32}, wide{0, 0, 8, 128, 64, 128, 512};
+  for (int64_t block : {0, 1, 16}) {
+    v.push_back(mla_batch_case({{1, 0}}, small, block));
+    v.push_back(mla_batch_case({{1, 5}, {2, 40}, {1, 0}, {0, 3}, {3, 100}}, small, block));
+    v.push_back(mla_batch_case({{20, 3}, {1, 700}}, small, block));  // 60 rows: two groups
+    v.push_back(mla_batch_case({{1, 1}, {1, 66}, {1, 0}}, {0, 0, 1, 1, 1, 1, 1}, block));
+    v.push_back(mla_batch_case({{1, 9}, {2, 1}}, {0, 0, 2, 8, 0, 8, 16}, block));  // no rope part
+  }
+  v.push_back(mla_batch_case({{1, 37}, {7, 2}, {1, 130}}, wide, 16));
+  v.push_back(mla_batch_case({{2, 300}}, wide, 0));
   for (auto [n, T, d] :
        {std::tuple{1, 1, 8}, {2, 3, 48}, {9, 5, 64}, {4, 1, 7168}, {3, 2, 1}, {5, 7, 17}}) {
     v.push_back(attn_res_case(n, T, d));

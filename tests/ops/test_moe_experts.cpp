@@ -96,6 +96,8 @@ std::vector<OpCase> cases() {
     v.push_back(moe_case(130, 2, 3, L, I, f));  // beyond the grouped-GEMV step size
   }
   v.push_back(moe_case(3, 2, 4, 64, 64, MatFormat::bf16));  // vectorised BF16 rows
+  // More choices x L than one wave of experts holds (moe_experts.cpp: 2^21 floats).
+  v.push_back(moe_case(1100, 4, 9, 512, 8, MatFormat::f32));
   return v;
 }
 

@@ -1,9 +1,8 @@
 // KDA delta rule on the device. One block per (segment, head) runs the recurrence token by
 // token with the head's state S [K, V] in shared memory: thread j owns column j (V threads),
 // so every update is a column walk with no cross-thread reduction but the shared k, q, g.
-// A segment is a run of consecutive tokens of one sequence with its own state: the whole
-// prompt (recurrent, chunked) or one token of each sequence (decode, all sequences in one
-// launch).
+// A segment is a run of consecutive tokens of one sequence with its own state (the whole
+// prompt: recurrent, chunked). The decode step has its own kernel (kda_decode_step, below).
 #include "backend/cuda/launchers.h"
 #include "backend/cuda/runtime.cuh"
 
@@ -93,6 +92,195 @@ void run_one(const KdaInputs& in, KdaShape s, float* S, float* o) {
   launch(d, a.host_array(&seg, 1), 1, s, dout);
 }
 
+// The decode step (one token per sequence) spread over the whole chip: a block owns 32 value
+// columns of one (sequence, head); warp r holds rows r, r+8, … of those columns in registers
+// (read once, written once), so the two column sums (Sᵀk and Sᵀq) are one cross-warp
+// reduction each. Up to kDecodeSeqs sequences per launch travel in the kernel parameters.
+constexpr int kDecodeSeqs = 64, kDecodeThreads = 256, kDecodeRowGroups = kDecodeThreads / 32;
+
+struct DecodeSeqs {
+  int64_t t0[kDecodeSeqs];
+  float* S[kDecodeSeqs];
+};
+
+template <int kRowsPerThread>
+__global__ void __launch_bounds__(kDecodeThreads)
+    kda_decode_step(const float* q, const float* k, const float* v, const float* g,
+                    const float* beta, const DecodeSeqs seqs, int H, int K, int V, int vtiles,
+                    float* o) {
+  __shared__ float kk[kMaxK], qq[kMaxK], ag[kMaxK];
+  __shared__ float red[kDecodeRowGroups][32];
+  const int si = blockIdx.x / vtiles, lane = threadIdx.x % 32, rg = threadIdx.x / 32;
+  const int j = (blockIdx.x % vtiles) * 32 + lane, h = blockIdx.y;
+  const int64_t row = seqs.t0[si] * H + h;
+  float* S = seqs.S[si] + int64_t{h} * K * V;
+  float st[kRowsPerThread];
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {  // the state loads first: all in flight at once
+    const int i = rg + kDecodeRowGroups * m;
+    st[m] = i < K && j < V ? S[int64_t{i} * V + j] : 0.0f;
+  }
+  for (int i = threadIdx.x; i < K; i += kDecodeThreads) {
+    kk[i] = k[row * K + i];
+    qq[i] = q[row * K + i];
+    ag[i] = expf(g[row * K + i]);
+  }
+  __syncthreads();
+  float part = 0;
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kDecodeRowGroups * m;
+    if (i < K) {
+      st[m] *= ag[i];
+      part += st[m] * kk[i];
+    }
+  }
+  red[rg][lane] = part;
+  __syncthreads();
+  float u = j < V ? v[row * V + j] : 0.0f;
+  for (int r = 0; r < kDecodeRowGroups; ++r) u -= red[r][lane];
+  const float bu = beta[row] * u;
+  part = 0;
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kDecodeRowGroups * m;
+    if (i < K) {
+      st[m] += kk[i] * bu;
+      part += st[m] * qq[i];
+    }
+  }
+  __syncthreads();  // every warp has read red
+  red[rg][lane] = part;
+  __syncthreads();
+  if (rg == 0 && j < V) {
+    float out = 0;
+    for (int r = 0; r < kDecodeRowGroups; ++r) out += red[r][lane];
+    o[row * V + j] = out;
+  }
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kDecodeRowGroups * m;
+    if (i < K && j < V) S[int64_t{i} * V + j] = st[m];
+  }
+}
+
+// The same step on float4 columns (V % 4 == 0, 16-byte aligned rows): a block owns 64 value
+// columns (16 lanes × 4) of one (sequence, head); half-warp r holds rows r, r+16, ….
+constexpr int kVecGroups = kDecodeThreads / 16;
+
+template <int kRowsPerThread>
+__global__ void __launch_bounds__(kDecodeThreads)
+    kda_decode_step4(const float* q, const float* k, const float* v, const float* g,
+                     const float* beta, const DecodeSeqs seqs, int H, int K, int V, int vtiles,
+                     float* o) {
+  __shared__ float kk[kMaxK], qq[kMaxK], ag[kMaxK];
+  __shared__ float4 red[kVecGroups][16];
+  const int si = blockIdx.x / vtiles, l16 = threadIdx.x % 16, rg = threadIdx.x / 16;
+  const int j4 = (blockIdx.x % vtiles) * 16 + l16, V4 = V / 4, h = blockIdx.y;
+  const bool col = j4 < V4;
+  const int64_t row = seqs.t0[si] * H + h;
+  float4* S = reinterpret_cast<float4*>(seqs.S[si] + int64_t{h} * K * V);
+  float4 st[kRowsPerThread];
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {  // the state loads first: all in flight at once
+    const int i = rg + kVecGroups * m;
+    st[m] = i < K && col ? S[int64_t{i} * V4 + j4] : make_float4(0, 0, 0, 0);
+  }
+  for (int i = threadIdx.x; i < K; i += kDecodeThreads) {
+    kk[i] = k[row * K + i];
+    qq[i] = q[row * K + i];
+    ag[i] = expf(g[row * K + i]);
+  }
+  __syncthreads();
+  float4 part = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kVecGroups * m;
+    if (i < K) {
+      const float a = ag[i], kv = kk[i];
+      st[m].x *= a, st[m].y *= a, st[m].z *= a, st[m].w *= a;
+      part.x += st[m].x * kv, part.y += st[m].y * kv, part.z += st[m].z * kv,
+          part.w += st[m].w * kv;
+    }
+  }
+  red[rg][l16] = part;
+  __syncthreads();
+  float4 u = col ? reinterpret_cast<const float4*>(v + row * V)[j4] : make_float4(0, 0, 0, 0);
+  for (int r = 0; r < kVecGroups; ++r) {
+    const float4 x = red[r][l16];
+    u.x -= x.x, u.y -= x.y, u.z -= x.z, u.w -= x.w;
+  }
+  const float b = beta[row];
+  const float4 bu = make_float4(b * u.x, b * u.y, b * u.z, b * u.w);
+  part = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kVecGroups * m;
+    if (i < K) {
+      const float kv = kk[i], qv = qq[i];
+      st[m].x += kv * bu.x, st[m].y += kv * bu.y, st[m].z += kv * bu.z, st[m].w += kv * bu.w;
+      part.x += st[m].x * qv, part.y += st[m].y * qv, part.z += st[m].z * qv,
+          part.w += st[m].w * qv;
+    }
+  }
+  __syncthreads();  // every thread has read red
+  red[rg][l16] = part;
+  __syncthreads();
+  if (rg == 0 && col) {
+    float4 out = make_float4(0, 0, 0, 0);
+    for (int r = 0; r < kVecGroups; ++r) {
+      const float4 x = red[r][l16];
+      out.x += x.x, out.y += x.y, out.z += x.z, out.w += x.w;
+    }
+    reinterpret_cast<float4*>(o + row * V)[j4] = out;
+  }
+#pragma unroll
+  for (int m = 0; m < kRowsPerThread; ++m) {
+    const int i = rg + kVecGroups * m;
+    if (i < K && col) S[int64_t{i} * V4 + j4] = st[m];
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The float4 kernel when every row it touches is 16-byte aligned.
+bool launch_decode4(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape s, float* o) {
+  if (s.V % 4 != 0 || s.K > 16 * kVecGroups || !aligned16(d.v) || !aligned16(o)) return false;
+  for (int i = 0; i < n; ++i) {
+    if (!aligned16(seqs.S[i])) return false;
+  }
+  const int K = static_cast<int>(s.K), V = static_cast<int>(s.V), vtiles = (V + 63) / 64;
+  const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
+  const int H = static_cast<int>(s.H);
+  if (K <= 8 * kVecGroups) {
+    kda_decode_step4<8><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                                                               K, V, vtiles, o);
+  } else {
+    kda_decode_step4<16><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                                                                K, V, vtiles, o);
+  }
+  check_launch("kda_decode (float4)");
+  return true;
+}
+
+void launch_decode(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape s, float* o) {
+  if (launch_decode4(d, seqs, n, s, o)) return;
+  const int K = static_cast<int>(s.K), V = static_cast<int>(s.V), vtiles = (V + 31) / 32;
+  const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
+  const int H = static_cast<int>(s.H);
+  if (K <= 8 * kDecodeRowGroups) {
+    kda_decode_step<8><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                                                              K, V, vtiles, o);
+  } else if (K <= 16 * kDecodeRowGroups) {
+    kda_decode_step<16><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                                                               K, V, vtiles, o);
+  } else {
+    kda_decode_step<32><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                                                               K, V, vtiles, o);
+  }
+  check_launch("kda_decode");
+}
+
 }  // namespace
 
 void kda_recurrent_cuda(const KdaInputs& in, KdaShape s, float* S, float* o) {
@@ -104,16 +292,22 @@ void kda_chunked_cuda(const KdaInputs& in, KdaShape s, float* S, float* o) { run
 void kda_decode_cuda(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s,
                      float* o) {
   if (n == 0 || s.H == 0) return;
+  check(s.K >= 1 && s.K <= kMaxK && s.V >= 1, "kda_decode (cuda): K ", s.K, ", V ", s.V,
+        " (K up to ", kMaxK, ")");
   Args a;
   int64_t T = 0;
   for (int64_t i = 0; i < n; ++i) T = std::max(T, seqs[i].t0 + 1);
   const KdaInputs d = stage_inputs(a, all, T, s);
   float* dout = a.inout(o, T * s.H * s.V);  // rows of other sequences are kept
-  std::vector<Segment> segs(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    segs[i] = {seqs[i].t0, 1, a.inout(seqs[i].S, s.H * s.K * s.V)};
+  for (int64_t i0 = 0; i0 < n; i0 += kDecodeSeqs) {
+    DecodeSeqs ds{};
+    const int m = static_cast<int>(std::min<int64_t>(kDecodeSeqs, n - i0));
+    for (int i = 0; i < m; ++i) {
+      ds.t0[i] = seqs[i0 + i].t0;
+      ds.S[i] = a.inout(seqs[i0 + i].S, s.H * s.K * s.V);
+    }
+    launch_decode(d, ds, m, s, dout);
   }
-  launch(d, a.host_array(segs.data(), segs.size()), n, s, dout);
 }
 
 }  // namespace k3

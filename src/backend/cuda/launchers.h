@@ -61,5 +61,15 @@ void kda_decode_cuda(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, 
 void mla_expanded_cuda(const float* q, const float* k, const float* v, MlaShape s, float* o);
 void mla_absorbed_cuda(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
                        MlaShape s, float* o);
+// Split-KV over all sequences in one launch (mla_decode.cu). The op's launcher keeps fp32-grade
+// scores and sums (bf16 hi+lo operand splits on the tensor cores); the _bf16 variant rounds
+// the operands to bf16 once (a third of the matrix work, ~1e-3 relative error: benchmarks).
+void mla_absorbed_batch_cuda(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                             const MlaAbsorbedWeights& w, MlaShape dims, float* o);
+// One sequence, one block per (query, head): the fallback for latents wider than the tiles.
+void mla_absorbed_simple_cuda(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
+                              MlaShape s, float* o);
+void mla_absorbed_batch_bf16_cuda(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                                  const MlaAbsorbedWeights& w, MlaShape dims, float* o);
 
 }  // namespace k3

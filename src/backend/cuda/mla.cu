@@ -1,5 +1,7 @@
 // MLA attention on the device: correct simple kernels, one block per (query, head), keys in
-// tiles of blockDim with an online softmax (scratch does not grow with the context).
+// tiles of blockDim with an online softmax (scratch does not grow with the context). The
+// absorbed op runs the split-KV kernels of mla_decode.cu; the simple absorbed kernel here is
+// their fallback for latents wider than their tiles.
 //   expanded: scores q_h·k_h over the causal window, o = Σ p v_h.
 //   absorbed: q̃ = W_UKᵀ q^N, scores q̃·ĉ + q^R·r over the paged latent cache, ō = Σ p ĉ,
 //             o = W_UV ō.
@@ -257,6 +259,12 @@ void mla_expanded_cuda(const float* q, const float* k, const float* v, MlaShape 
 
 void mla_absorbed_cuda(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
                        MlaShape s, float* o) {
+  const MlaBatchSeq seq{0, s.T, s.n_past, cache};
+  mla_absorbed_batch_cuda(q, &seq, 1, w, s, o);
+}
+
+void mla_absorbed_simple_cuda(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
+                              MlaShape s, float* o) {
   if (s.T == 0 || s.H == 0) return;
   const Mat& uk = w.uk_t;
   check(uk.format == w.kv_b.format && uk.format != MatFormat::mxfp4,

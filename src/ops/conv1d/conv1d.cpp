@@ -1,10 +1,13 @@
 #include "ops/conv1d/conv1d.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cuda/launchers.h"
+#include "core/fast_math.h"
 #include "core/parallel.h"
+#include "core/scratch.h"
 
 namespace k3 {
 namespace {
@@ -14,18 +17,39 @@ F silu(F v) {
 }
 }  // namespace
 
+// Blocks of kChannels channels, token by token: each tap is one pass over the block's
+// contiguous channels (vectorised), in the order of the single-channel sum
+// w[W-1]·x_t + Σ_{j<W-1} w[j]·x_{t-(W-1)+j}.
+constexpr int64_t kChannels = 64;
+
 void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShape s, float* y) {
-  const int64_t H = s.W - 1;  // history length
-  parallel_for(s.C, s.C * s.T > 4096, [&](int64_t c) {
-    float* hist = state + c * H;
-    const float* wc = w + c * s.W;
+  const int64_t H = s.W - 1, C = s.C;  // H: history length
+  const int64_t blocks = (C + kChannels - 1) / kChannels;
+  parallel_for(blocks, C * s.T > 4096, [&](int64_t b) {
+    const int64_t c0 = b * kChannels, nc = std::min(kChannels, C - c0);
+    float* wt = thread_scratch<float, struct ConvTapsTag>(s.W * kChannels);  // [W, nc] taps
+    float* hb = thread_scratch<float, struct ConvHistTag>(H * kChannels);    // [H, nc] history
+    float* acc = thread_scratch<float, struct ConvAccTag>(kChannels);        // [nc]
+    for (int64_t c = 0; c < nc; ++c) {
+      for (int64_t j = 0; j < s.W; ++j) wt[j * nc + c] = w[(c0 + c) * s.W + j];
+      for (int64_t j = 0; j < H; ++j) hb[j * nc + c] = state[(c0 + c) * H + j];
+    }
+    // Input row τ of the block (τ < 0: the history before this call).
+    auto in = [&](int64_t tau) { return tau < 0 ? hb + (H + tau) * nc : x + tau * C + c0; };
     for (int64_t t = 0; t < s.T; ++t) {
-      const float cur = x[t * s.C + c];
-      float acc = wc[H] * cur;
-      for (int64_t j = 0; j < H; ++j) acc += wc[j] * hist[j];
-      y[t * s.C + c] = silu(acc);
-      for (int64_t j = 0; j + 1 < H; ++j) hist[j] = hist[j + 1];
-      if (H > 0) hist[H - 1] = cur;
+      const float* cur = x + t * C + c0;
+      for (int64_t c = 0; c < nc; ++c) acc[c] = wt[H * nc + c] * cur[c];
+      for (int64_t j = 0; j < H; ++j) {
+        const float* xj = in(t - H + j);
+        const float* wj = wt + j * nc;
+        for (int64_t c = 0; c < nc; ++c) acc[c] += wj[c] * xj[c];
+      }
+      float* yt = y + t * C + c0;
+      for (int64_t c = 0; c < nc; ++c) yt[c] = acc[c] / (1.0f + exp_fast(-acc[c]));  // SiLU
+    }
+    for (int64_t j = 0; j < H; ++j) {  // the last H inputs become the history
+      const float* src = in(s.T - H + j);
+      for (int64_t c = 0; c < nc; ++c) state[(c0 + c) * H + j] = src[c];
     }
   });
 }

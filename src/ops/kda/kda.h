@@ -6,7 +6,7 @@
 // q and k arrive already L2-normalised (q also scaled); g is the log decay (g ≤ 0).
 // Two implementations of the same maths:
 //   kda_recurrent  token by token (decode; also the reference),
-//   kda_chunked    chunkwise-parallel WY/UT form, chunk C (prefill).
+//   kda_chunked    chunkwise-parallel WY/UT form, chunk C (prefill; fp32 matrix products).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,11 @@ void kda_chunked_bwd_64(const KdaInputs& in, KdaShape s, const float* S0, const 
 extern const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp;  // "kda_chunked": C = 64
 
 void kda_recurrent(const KdaInputs& in, KdaShape s, float* S, float* o);
+// The fp32 matrix form (kda_chunked_f32.cpp; the registered one, C = 64).
 void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk = 64);
+// The same with the chunk algebra in double, one pair of tokens at a time (kda_chunked.cpp): the
+// first implementation, kept as a reference of the fp32 form.
+void kda_chunked_f64(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk = 64);
 
 // Plain double-precision reference of the recurrence (the oracle of both forms).
 void kda_recurrent_ref(const KdaInputs& in, KdaShape s, float* S, float* o);

@@ -1,4 +1,6 @@
-// Chunkwise-parallel KDA (spec §3.8). Within a chunk of n ≤ C tokens, with Γ_r = Σ_{s≤r} g_s:
+// Chunkwise-parallel KDA (spec §3.8), the chunk algebra in double: the first implementation, kept
+// as the reference of the fp32 matrix form (kda_chunked_f32.cpp) and its tests. Within a chunk of n
+// ≤ C tokens, with Γ_r = Σ_{s≤r} g_s:
 //   M[r,s] = β_r Σ_i k_r[i] k_s[i] e^{Γ_r[i]−Γ_s[i]}            (s < r)
 //   W = (I+M)⁻¹ (β ⊙ e^Γ ⊙ K),  U = (I+M)⁻¹ (β ⊙ V)             (forward substitution)
 //   Ṽ = U − W S                                                  (new values)
@@ -10,7 +12,6 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cuda/launchers.h"
 #include "core/parallel.h"
 #include "ops/kda/kda.h"
 
@@ -125,7 +126,7 @@ void chunk_step(const KdaInputs& in, KdaShape s, int64_t h, int64_t t0, int64_t 
 
 }  // namespace
 
-void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk) {
+void kda_chunked_f64(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk) {
   parallel_for(s.H, true, [&](int64_t h) {
     thread_local ChunkScratch w;
     w.ensure(chunk, s.K, s.V);
@@ -135,19 +136,5 @@ void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t ch
     }
   });
 }
-
-namespace {
-// The registered launcher: the prefill chunk size.
-void kda_chunked_64(const KdaInputs& in, KdaShape s, float* S, float* o) {
-  kda_chunked(in, s, S, o, 64);
-}
-}  // namespace
-
-const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp =
-    register_op<KdaChunkedFn, KdaBwdFn>({.name = "kda_chunked",
-                                         .ref = kda_recurrent_ref,
-                                         .cpu = kda_chunked_64,
-                                         .cuda = K3_CUDA_IMPL(kda_chunked_cuda),
-                                         .bwd = kda_chunked_bwd_64});
 
 }  // namespace k3

@@ -89,7 +89,8 @@ Mat row_view(const Mat& m, int64_t r0, int64_t n) {
 
 }  // namespace
 
-void mla_attention_expanded(const float* q, const float* k, const float* v, MlaShape s, float* o) {
+void mla_attention_expanded_loop(const float* q, const float* k, const float* v, MlaShape s,
+                                 float* o) {
   const int64_t H = s.H, Dq = s.Dn + s.Dr, Dv = s.Dv, S = s.n_past + s.T;
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dq));
   parallel_for(s.T * H, s.T * H > 1, [&](int64_t th) {  // one (token, head) pair each
@@ -209,6 +210,36 @@ const OpTable<MlaExpandedFn, MlaExpandedBwdFn> kMlaExpandedOp =
                                                   .cpu = mla_attention_expanded,
                                                   .cuda = K3_CUDA_IMPL(mla_expanded_cuda),
                                                   .bwd = mla_attention_expanded_bwd});
+// Sequence i's rows of q and o, and its own shape.
+template <typename Fn>
+void each_batch_seq(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                    const MlaAbsorbedWeights& w, MlaShape dims, float* o, Fn fn) {
+  const int64_t Dq = dims.Dn + dims.Dr;
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    const MlaBatchSeq& s = seqs[i];
+    if (s.n == 0) continue;
+    MlaShape sh = dims;
+    sh.T = s.n;
+    sh.n_past = s.n_past;
+    fn(q + s.t0 * dims.H * Dq, s.cache, w, sh, o + s.t0 * dims.H * dims.Dv);
+  }
+}
+
+void mla_absorbed_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                        const MlaAbsorbedWeights& w, MlaShape dims, float* o) {
+  each_batch_seq(q, seqs, n_seqs, w, dims, o, mla_attention_absorbed);
+}
+
+void mla_absorbed_batch_ref(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                            const MlaAbsorbedWeights& w, MlaShape dims, float* o) {
+  each_batch_seq(q, seqs, n_seqs, w, dims, o, mla_attention_ref);
+}
+
+const OpTable<MlaAbsorbedBatchFn> kMlaAbsorbedBatchOp =
+    register_op<MlaAbsorbedBatchFn>({.name = "mla_absorbed_batch",
+                                     .ref = mla_absorbed_batch_ref,
+                                     .cpu = mla_absorbed_batch,
+                                     .cuda = K3_CUDA_IMPL(mla_absorbed_batch_cuda)});
 const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp =
     register_op<MlaAbsorbedFn>({.name = "mla_absorbed",
                                 .ref = mla_attention_ref,

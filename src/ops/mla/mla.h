@@ -52,6 +52,22 @@ void mla_attention_expanded_bwd(const float* q, const float* k, const float* v, 
                                 const float* d_o, float* dq, float* dk, float* dv);
 extern const OpTable<MlaAbsorbedFn> kMlaAbsorbedOp;  // "mla_absorbed"
 
+// The absorbed form over many sequences at once (a step's varlen batch): sequence i's n
+// queries are rows t0 … t0+n-1 of q [T, H, Dn+Dr] at positions n_past …, over its own paged
+// cache; o rows of the sequences only (other rows are left as they are). `dims` gives H, Dn,
+// Dr, Dv, Dc (its T and n_past unused). On the GPU: one split-KV launch for all of them.
+struct MlaBatchSeq {
+  int64_t t0 = 0, n = 0, n_past = 0;
+  PagedRows cache;
+};
+using MlaAbsorbedBatchFn = void(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                                const MlaAbsorbedWeights& w, MlaShape dims, float* o);
+extern const OpTable<MlaAbsorbedBatchFn> kMlaAbsorbedBatchOp;  // "mla_absorbed_batch"
+void mla_absorbed_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                        const MlaAbsorbedWeights& w, MlaShape dims, float* o);
+void mla_absorbed_batch_ref(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs,
+                            const MlaAbsorbedWeights& w, MlaShape dims, float* o);
+
 void mla_attention_expanded(const float* q, const float* k, const float* v, MlaShape s, float* o);
 void mla_attention_absorbed(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
                             MlaShape s, float* o);
@@ -66,5 +82,10 @@ void mla_attention_expanded_ref(const float* q, const float* k, const float* v, 
                                 float* o);
 void mla_attention_ref(const float* q, const PagedRows& cache, const MlaAbsorbedWeights& w,
                        MlaShape s, float* o);
+
+// The expanded form one query and key at a time (mla.cpp): the loop the matrix form
+// (mla_expanded_f32.cpp, the registered cpu one) replaced, kept as a second fp32 reference.
+void mla_attention_expanded_loop(const float* q, const float* k, const float* v, MlaShape s,
+                                 float* o);
 
 }  // namespace k3
