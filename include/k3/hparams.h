@@ -51,6 +51,9 @@ struct HParams {
   int64_t d_model = 0;
   int64_t d_ff = 0;  // dense FFN width (intermediate_size)
   int64_t n_layer = 0;
+  // num_nextn_predict_layers (0 or 1): the multi-token prediction head, trained by `k3 train`
+  // and ignored by inference; its tensors are `layers.{n_layer}.*` (docs/TRAINING.md).
+  int64_t n_mtp = 0;
   int64_t attn_res_block = 0;
   int64_t max_positions = 0;
   float rms_eps = 1e-5f;
@@ -67,6 +70,8 @@ struct HParams {
     return moe.n_expert > 0 && l >= moe.first_dense && l % moe.layer_freq == 0;
   }
   bool seals_slot(int64_t l) const { return l % attn_res_block == 0; }
+  // The MTP layer's FFN is a LatentMoE whenever the model has experts (else dense SiTU-GLU).
+  bool mtp_is_moe() const { return n_mtp > 0 && moe.n_expert > 0; }
   int64_t n_layers_of(AttnKind k) const;
 };
 

@@ -38,6 +38,7 @@ struct TrainConfig {
   int64_t steps = 100;     // the schedule's total
   int64_t stop_after = 0;  // > 0: stop (and save) after this many steps, to resume later
   double lr = 3e-3, min_lr_ratio = 0.1, clip = 1.0, weight_decay = 0.1;
+  double mtp_weight = 0.3;  // λ of the MTP head's loss (num_nextn_predict_layers = 1)
   int64_t warmup = 0;
   std::string schedule = "cosine";  // constant | cosine | wsd
   std::string optimizer = "muon";   // muon (hidden matrices; AdamW for the rest) | adamw

@@ -71,6 +71,11 @@ enum class WeightSlot : uint8_t {
   expert_w1,  // gate [I, L]
   expert_w2,  // down [L, I]
   expert_w3,  // up [I, L]
+  // the MTP head (layer n_layer; training only, inference leaves it unbound)
+  mtp_enorm,      // RMSNorm of the next token's embedding
+  mtp_hnorm,      // RMSNorm of the main model's hidden state
+  mtp_eh_proj,    // [d, 2d] over concat(enorm(e), hnorm(h))
+  mtp_head_norm,  // shared_head.norm, before the shared lm_head
 };
 
 struct WeightEntry {

@@ -369,13 +369,15 @@ class SizeBudget {
 
 SizeBudget budget_of(const HParams& hp, const std::string& w) {
   const int64_t d = hp.d_model, n_kda = hp.n_layers_of(AttnKind::kda);
-  const int64_t n_mla = hp.n_layers_of(AttnKind::mla);
-  int64_t n_moe = 0;
+  // The MTP head (n_mtp = 0 or 1) is one more MLA layer with a MoE or dense FFN.
+  const int64_t n_mla = hp.n_layers_of(AttnKind::mla) + hp.n_mtp;
+  int64_t n_moe = hp.mtp_is_moe() ? 1 : 0;
   for (int64_t l = 0; l < hp.n_layer; ++l) n_moe += hp.is_moe_layer(l);
-  const int64_t n_dense = hp.n_layer - n_moe;
+  const int64_t n_dense = hp.n_layer + hp.n_mtp - n_moe;
   SizeBudget b(w);
   b.add("embed_tokens/lm_head [vocab_size, hidden_size]", hp.vocab, d, 2);
-  b.add("norms and AttnRes projections [hidden_size]", 1, d, 3 + 6 * hp.n_layer);
+  b.add("norms and AttnRes projections [hidden_size]", 1, d, 3 + 6 * hp.n_layer + 5 * hp.n_mtp);
+  b.add("MTP eh_proj [hidden_size, 2*hidden_size]", d, 2 * d, hp.n_mtp);
 
   const KdaHParams& k = hp.kda;
   const int64_t P = k.proj_dim(), K = k.head_dim;
@@ -456,8 +458,9 @@ HParams hparams_from_json(const json& top, const std::string& source) {
         ".mla_use_nope: only NoPE MLA (no rotary embedding) is supported");
   check(t.boolean("mla_use_output_gate", true), t.where(),
         ".mla_use_output_gate: only gated MLA is supported");
-  check(t.integer("num_nextn_predict_layers", 0, kNoLimit, 0) == 0, t.where(),
-        ".num_nextn_predict_layers: MTP layers are not supported");
+  hp.n_mtp = t.integer("num_nextn_predict_layers", 0, kNoLimit, 0);
+  check(hp.n_mtp <= 1, t.where(), ".num_nextn_predict_layers: ", hp.n_mtp,
+        " MTP layers; at most 1 is supported (the depth-1 head of docs/TRAINING.md)");
 
   MlaHParams& a = hp.mla;
   a.n_head = t.integer("num_attention_heads", 1, kMaxWidth);

@@ -157,6 +157,29 @@ void add_layer(std::vector<TensorSpec>& out, const HParams& hp, int64_t l) {
   }
 }
 
+// The MTP head (docs/TRAINING.md): one K3 layer with plain residuals, at index n_layer. Its
+// attention is MLA, its FFN a LatentMoE when the model has experts, else dense. Every tensor
+// of it has the role "mtp head" (training only: inspect and cost keep it apart).
+void add_mtp_layer(std::vector<TensorSpec>& out, const HParams& hp) {
+  const size_t first = out.size();
+  const int64_t d = hp.d_model, l = hp.n_layer;
+  const std::string p = layer_prefix(l);
+  Table t{out, p, "mtp head", l};
+  t.vec(S::mtp_enorm, "enorm.weight", {d});
+  t.vec(S::mtp_hnorm, "hnorm.weight", {d});
+  t.mat(S::mtp_eh_proj, "eh_proj.weight", {d, 2 * d});
+  t.vec(S::mtp_head_norm, "shared_head.norm.weight", {d});
+  t.vec(S::attn_norm, "input_layernorm.weight", {d});
+  t.vec(S::ffn_norm, "post_attention_layernorm.weight", {d});
+  add_mla({out, p + "self_attn.", "mla attention", l}, hp);
+  if (hp.mtp_is_moe()) {
+    add_moe({out, p + "block_sparse_moe.", "moe", l}, hp);
+  } else {
+    add_dense({out, p + "mlp.", "dense ffn", l}, hp);
+  }
+  for (size_t i = first; i < out.size(); ++i) out[i].role = "mtp head";
+}
+
 }  // namespace
 
 std::string layer_prefix(int64_t l) { return kModelPrefix + "layers." + std::to_string(l) + "."; }
@@ -187,6 +210,7 @@ std::vector<TensorSpec> expected_tensors(const HParams& hp) {
   top.vec(S::out_res_proj, "output_attn_res_proj.weight", {1, d}, kFloat, T::attn_res_fold);
   Table{out, "", "lm head"}.mat(S::lm_head, kLmHead, {hp.vocab, d});
   for (int64_t l = 0; l < hp.n_layer; ++l) add_layer(out, hp, l);
+  if (hp.n_mtp == 1) add_mtp_layer(out, hp);
   return out;
 }
 

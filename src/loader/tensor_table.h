@@ -66,6 +66,7 @@ inline const std::string kLmHead = "language_model.lm_head.weight";
 
 std::string layer_prefix(int64_t l);  // "language_model.model.layers.{l}."
 
+// The main model's tensors, then the MTP head's (layer n_layer) when hp.n_mtp == 1.
 std::vector<TensorSpec> expected_tensors(const HParams& hp);
 
 // Logical parameters of a spec's official shape (MXFP4: two per packed byte, none in scales).

@@ -249,7 +249,10 @@ ModelWeights bind_weights(const Checkpoint& ckpt) {
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     if (hp.is_moe_layer(l)) w.layers[l].moe.experts.resize(static_cast<size_t>(hp.moe.n_expert));
   }
-  for (const TensorSpec& spec : expected_tensors(hp)) bind_one(spec, ckpt.tensor(spec.name), hp, w);
+  for (const TensorSpec& spec : expected_tensors(hp)) {
+    if (spec.key.layer >= hp.n_layer) continue;  // the MTP head: training only
+    bind_one(spec, ckpt.tensor(spec.name), hp, w);
+  }
   return w;
 }
 

@@ -7,6 +7,15 @@
 
 namespace k3::train {
 
+std::vector<int64_t> moe_layers(const HParams& hp) {
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < hp.n_layer; ++l) {
+    if (hp.is_moe_layer(l)) out.push_back(l);
+  }
+  if (hp.mtp_is_moe()) out.push_back(hp.n_layer);
+  return out;
+}
+
 std::string ModelBalancer::bias_name(int64_t layer) {
   return "language_model.model.layers." + std::to_string(layer) +
          ".block_sparse_moe.gate.e_score_correction_bias";
@@ -14,10 +23,9 @@ std::string ModelBalancer::bias_name(int64_t layer) {
 
 ModelBalancer::ModelBalancer(const HParams& hp, const ParamSet& params,
                              balance::BalancerConfig config)
-    : experts_(hp.moe.n_expert), slot_(static_cast<size_t>(hp.n_layer), -1) {
+    : experts_(hp.moe.n_expert), slot_(static_cast<size_t>(hp.n_layer + hp.n_mtp), -1) {
   config.top_k = hp.moe.n_used;
-  for (int64_t l = 0; l < hp.n_layer; ++l) {
-    if (!hp.is_moe_layer(l)) continue;
+  for (int64_t l : moe_layers(hp)) {
     slot_[static_cast<size_t>(l)] = static_cast<int64_t>(balancers_.size());
     moe_layers_.push_back(l);
     balancers_.emplace_back(experts_, config);

@@ -26,6 +26,10 @@ struct BalanceStepStats {
   double worst = 0, mean = 0;   // over the MoE layers
 };
 
+// The layers with a router, in order: the main model's MoE layers, then the MTP head's
+// (layer n_layer) when it is a MoE.
+std::vector<int64_t> moe_layers(const HParams& hp);
+
 class ModelBalancer {
  public:
   // The bias starts from the parameters' current values; config.top_k is taken from hp.
@@ -44,7 +48,7 @@ class ModelBalancer {
  private:
   int64_t experts_;
   std::vector<int64_t> moe_layers_;
-  std::vector<int64_t> slot_;  // [n_layer] index into balancers_, -1 for dense layers
+  std::vector<int64_t> slot_;  // [n_layer + n_mtp] index into balancers_, -1 for dense layers
   std::vector<balance::RouterBalancer> balancers_;
   std::vector<float> scores_;
 };

@@ -10,6 +10,7 @@
 #include "ops/embed/embed.h"
 #include "ops/loss/cross_entropy.h"
 #include "train/layers_train.h"
+#include "train/mtp_train.h"
 
 namespace k3 {
 namespace {
@@ -207,8 +208,15 @@ double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* 
   mean /= double(T);
   if (opt.loss_only) return mean;
 
-  const Buf dloss(static_cast<size_t>(T), static_cast<float>(1.0 / double(T)));
   Buf dlogits = zeros(T * V), dxn = zeros(T * d), dxo = zeros(T * d);
+  if (hp.n_mtp == 1 && T >= 2) {  // the MTP head reads xo: its gradient lands in dxo first
+    MtpTape mt;
+    const double mtp = mtp_fwd(hp, model, top, tokens + 1, xo, targets + 1, T - 1, mt);
+    if (opt.router_logits && mt.moe) opt.router_logits(hp.n_layer, mt.moe->logits.data(), T - 1);
+    mtp_back(hp, model, top, tokens + 1, targets + 1, mt, opt.mtp_weight, dxo);
+    mean += opt.mtp_weight * mtp;
+  }
+  const Buf dloss(static_cast<size_t>(T), static_cast<float>(1.0 / double(T)));
   kCrossEntropyOp.bwd(logits.data(), targets, T, V, dloss.data(), dlogits.data());
   linear_back(xn, T, lm_head, dlogits, &dxn);
   rms_back(xo, d, model("norm.weight"), hp.rms_eps, dxn, dxo);

@@ -23,9 +23,13 @@ struct TrainOptions {
   // sigmoid), for router balancing (train/model_balance.h); may be empty.
   std::function<void(int64_t layer, const float* logits, int64_t T)> router_logits = nullptr;
   bool loss_only = false;  // stop after the loss (evaluation): grads are left untouched
+  // λ of the MTP head's loss (hp.n_mtp == 1, train/mtp_train.h): loss = main + λ·mtp.
+  double mtp_weight = 0.3;
 };
 
 // loss = mean_t CE(logits[t], targets[t]); adds ∂loss/∂θ into grads (shaped like params).
+// With an MTP head (hp.n_mtp == 1) and T >= 2, loss = that + mtp_weight · (the head's mean CE
+// of targets[t+1] over t < T-1); loss_only returns the main loss alone (evaluation).
 // tokens and targets [T] must lie in the vocabulary (k3::Error otherwise).
 double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* tokens,
                       const int64_t* targets, int64_t T, ParamSet& grads,

@@ -37,6 +37,8 @@ void validate(const TrainConfig& c) {
   check(c.optimizer == "muon" || c.optimizer == "adamw", "train: unknown optimizer '", c.optimizer,
         "' (muon or adamw)");
   check(c.eval_windows >= 1, "train: eval_windows must be at least 1");
+  check(c.mtp_weight >= 0 && std::isfinite(c.mtp_weight),
+        "train: the MTP loss weight must be a finite number >= 0");
 }
 
 std::vector<train::Param> optimizer_params(const HParams& hp, ParamSet& params, ParamSet& grads,
@@ -48,15 +50,6 @@ std::vector<train::Param> optimizer_params(const HParams& hp, ParamSet& params, 
     ps.push_back({name, p.shape, params[name], grads[name], g});
   }
   return ps;
-}
-
-// The MoE layers, in order.
-std::vector<int64_t> moe_layers(const HParams& hp) {
-  std::vector<int64_t> out;
-  for (int64_t l = 0; l < hp.n_layer; ++l) {
-    if (hp.is_moe_layer(l)) out.push_back(l);
-  }
-  return out;
 }
 
 std::string progress_line(const TrainPoint& p, int64_t total) {
@@ -134,7 +127,9 @@ class Trainer {
     const int64_t seqs = cfg_.micro_batch * cfg_.accumulation;
     std::vector<Window> windows;
     for (int64_t i = 0; i < seqs; ++i) windows.push_back(sample_window(data_, cfg_.seq_len, rng_));
-    const double loss = batch_.run(hp_, params_, windows, grads_, bal_.hook());
+    TrainOptions opt;
+    opt.mtp_weight = cfg_.mtp_weight;
+    const double loss = batch_.run(hp_, params_, windows, grads_, bal_.hook(), opt);
     scale_grads(opt_.params(), static_cast<float>(1.0 / double(seqs)));
     TrainPoint p;
     p.grad_norm = clip_grad_norm(opt_.params(), cfg_.clip);

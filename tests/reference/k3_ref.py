@@ -153,7 +153,8 @@ class Model:
             self.attn_kind.append("mla" if is_mla else "kda")
         fk = cfg.get("first_k_dense_replace", 0)
         freq = cfg.get("moe_layer_freq", 1)
-        self.ffn_kind = ["moe" if (l >= fk and l % freq == 0) else "dense" for l in range(n)]
+        moe = cfg.get("num_experts", 0) > 0                  # no experts: every FFN is dense
+        self.ffn_kind = ["moe" if (moe and l >= fk and l % freq == 0) else "dense" for l in range(n)]
         self.eps = float(cfg["rms_norm_eps"])
         self.beta1 = float(cfg["activation_situ_beta"])
         self.beta2 = float(cfg["activation_situ_linear_beta"])

@@ -6,7 +6,9 @@ The forward follows tests/reference/k3_ref.py (the NumPy reference) operation by
 written in torch so that autograd gives the gradient of every parameter tensor: KDA through its
 token-by-token recurrence, MLA in the expanded form, the router's top-k selection by biased
 scores as a fixed choice (gradients flow through the selected sigmoid scores only, so
-e_score_correction_bias has none). The loss is the mean next-token cross-entropy.
+e_score_correction_bias has none). The loss is the mean next-token cross-entropy, plus, for a
+model with an MTP head (num_nextn_predict_layers = 1, docs/TRAINING.md), --mtp-weight times the
+head's mean cross-entropy of targets[t+1] over t < T-1.
 
     python3 tests/reference/k3_torch.py MODEL_DIR --tokens 1,2,3 --targets 2,3,4 \
         --grads grads.safetensors --loss 5.123 --tol 1e-4
@@ -160,7 +162,7 @@ def latent_moe(m, w, p, x, gaps):
     return out
 
 
-def forward_logits(m, w, ids, gaps):
+def forward_logits(m, w, ids, gaps, hidden=None):
     cfg = m.cfg
     eps = m.eps
     bs = cfg["attn_res_block_size"]
@@ -186,16 +188,48 @@ def forward_logits(m, w, ids, gaps):
         P = P + F
     xo = attn_res_mix(P, B, w["model.output_attn_res_norm.weight"],
                       w["model.output_attn_res_proj.weight"], eps)
+    if hidden is not None:
+        hidden.append(xo)
     return linear(rmsnorm(xo, w["model.norm.weight"], eps), w["lm_head.weight"])
 
 
-def yardstick(m, ids, targets, w64):
+def mtp_logits(m, w, ids, xo, gaps):
+    """The depth-1 MTP head: positions t < T-1, from h_t = xo[t] and the embedding of ids[t+1];
+    one layer with plain residuals (MLA; LatentMoE when the model has experts, else dense)."""
+    cfg, eps = m.cfg, m.eps
+    p = m.layer(cfg["num_hidden_layers"])
+    e = w["model.embed_tokens.weight"][torch.from_numpy(np.asarray(ids[1:], dtype=np.int64))]
+    u = linear(torch.cat([rmsnorm(e, w[p + "enorm.weight"], eps),
+                          rmsnorm(xo[:-1], w[p + "hnorm.weight"], eps)], dim=-1),
+               w[p + "eh_proj.weight"])
+    u = u + mla_layer(m, w, p + "self_attn.", rmsnorm(u, w[p + "input_layernorm.weight"], eps))
+    xf = rmsnorm(u, w[p + "post_attention_layernorm.weight"], eps)
+    if cfg.get("num_experts", 0) > 0:
+        u = u + latent_moe(m, w, p + "block_sparse_moe.", xf, gaps)
+    else:
+        u = u + dense_ffn(m, w, p + "mlp.", xf)
+    return linear(rmsnorm(u, w[p + "shared_head.norm.weight"], eps), w["lm_head.weight"])
+
+
+def training_loss(m, w, ids, targets, gaps, mtp_weight):
+    """The main loss plus mtp_weight times the MTP head's (when the model has one); also the
+    main logits."""
+    hidden = []
+    logits = forward_logits(m, w, ids, gaps, hidden)
+    tg = torch.tensor(targets, dtype=torch.int64)
+    loss = torch.nn.functional.cross_entropy(logits, tg)
+    if m.cfg.get("num_nextn_predict_layers", 0) == 1 and len(ids) >= 2:
+        mtp = torch.nn.functional.cross_entropy(mtp_logits(m, w, ids, hidden[0], gaps), tg[1:])
+        loss = loss + mtp_weight * mtp
+    return loss, logits
+
+
+def yardstick(m, ids, targets, w64, mtp_weight):
     """Prints how far PyTorch's own float32 autograd is from float64 on this model: the
     rounding scale an fp32 backward can be held to."""
     w = {n: torch.tensor(v, dtype=torch.float32, requires_grad=w64[n].requires_grad)
          for n, v in m.w.items()}
-    loss = torch.nn.functional.cross_entropy(forward_logits(m, w, ids, []),
-                                             torch.tensor(targets, dtype=torch.int64))
+    loss, _ = training_loss(m, w, ids, targets, [], mtp_weight)
     loss.backward()
     worst, where = 0.0, ""
     for n, t in w.items():
@@ -241,6 +275,8 @@ def main(argv=None):
     ap.add_argument("--grads", help="the engine's gradients (F32 safetensors)")
     ap.add_argument("--loss", type=float, help="the engine's loss")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--mtp-weight", type=float, default=0.3,
+                    help="weight of the MTP head's loss (models with num_nextn_predict_layers = 1)")
     ap.add_argument("--time", type=int, metavar="T",
                     help="instead: time float32 eager forward + backward on T random tokens")
     ap.add_argument("--threads", type=int, default=1)
@@ -255,7 +291,7 @@ def main(argv=None):
     w = {n: torch.tensor(v, dtype=torch.float64, requires_grad=not n.endswith(NOT_DIFFERENTIABLE))
          for n, v in m.w.items()}
     gaps = []
-    logits = forward_logits(m, w, ids, gaps)
+    loss, logits = training_loss(m, w, ids, targets, gaps, args.mtp_weight)
     ref = k3_ref.forward_prefill(m, ids)
     fwd_err = float(np.max(np.abs(logits.detach().numpy() - ref)) / np.max(np.abs(ref)))
     print(f"forward vs k3_ref.forward_prefill: max rel err {fwd_err:.2e}")
@@ -263,12 +299,11 @@ def main(argv=None):
     if gaps:
         print(f"router selection margin (min top-k gap of biased scores): {min(gaps):.2e}")
         ok = ok and min(gaps) > 1e-5
-    loss = torch.nn.functional.cross_entropy(logits, torch.tensor(targets, dtype=torch.int64))
     loss.backward()
     loss_err = abs(args.loss - loss.item()) / abs(loss.item())
     print(f"loss: engine {args.loss:.8f} autograd {loss.item():.8f} rel err {loss_err:.2e}")
     ok = ok and loss_err <= args.tol
-    yardstick(m, ids, targets, w)
+    yardstick(m, ids, targets, w, args.mtp_weight)
     got = k3_ref.read_safetensors(args.grads)
     worst = 0.0
     for name in sorted(w):

@@ -2,7 +2,9 @@
 // 3:1, two AttnRes blocks, LatentMoE with a shared expert, SiTU-GLU, a dense first layer) is
 // written by `k3 init`; the engine's loss and the gradient of every parameter tensor are
 // checked by tests/reference/k3_torch.py (float64 autograd on the same weights, its forward
-// checked against the NumPy reference) to a relative error of 1e-4 per tensor.
+// checked against the NumPy reference) to a relative error of 1e-4 per tensor. The same model
+// with an MTP head (num_nextn_predict_layers = 1: one more MLA + LatentMoE layer) is checked with
+// the head's loss weighted by a λ that both sides are given.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -41,11 +43,22 @@ constexpr const char* kConfig = R"({
   }
 })";
 
+// kConfig with `key` (a "name": value text) replaced by `value`.
+std::string edited(std::string c, const std::string& key, const std::string& value) {
+  c.replace(c.find(key), key.size(), value);
+  return c;
+}
+const std::string kMtpConfig =
+    edited(kConfig, "\"num_nextn_predict_layers\": 0", "\"num_nextn_predict_layers\": 1");
+// No experts: every layer, and the MTP head, has the dense SiTU-GLU FFN.
+const std::string kDenseMtpConfig = edited(kMtpConfig, "\"num_experts\": 4", "\"num_experts\": 0");
+
 // `mxfp4`: the routed experts stored as MXFP4 (trained as their exact fp32 dequantization).
-std::string tiny_model(const TempDir& dir, bool mxfp4 = false) {
+std::string tiny_model(const TempDir& dir, bool mxfp4 = false,
+                       const std::string& config = kConfig) {
   const std::string model = dir.file("model");
   std::vector<std::string> args = {
-      "init", "--config", dir.write("config.json", kConfig), "-o", model, "--seed", "11"};
+      "init", "--config", dir.write("config.json", config), "-o", model, "--seed", "11"};
   if (mxfp4) args.push_back("--mxfp4");
   const CliResult r = run_k3(args);
   if (r.exit_code != 0) throw std::runtime_error("k3 init failed: " + r.err);
@@ -59,9 +72,13 @@ std::string join(const std::vector<int64_t>& v) {
 }
 
 // `forward`: the ops' launchers the training forward runs (cpu: fp32 sums; ref: double sums).
-void check_against_torch(bool mxfp4, Impl forward, double tol) {
+// `config`: kConfig or a variant; with an MTP head its loss is weighted by 0.7 (not the
+// default 0.3, so that both sides are seen to use the weight they are given).
+void check_against_torch(bool mxfp4, Impl forward, double tol,
+                         const std::string& config = kConfig) {
   TempDir dir;
-  const std::string model = tiny_model(dir, mxfp4);
+  const std::string model = tiny_model(dir, mxfp4, config);
+  const double mtp_weight = 0.7;
   const Checkpoint ckpt(model);
   const HParams& hp = ckpt.hparams();
   const ParamSet params = ParamSet::from_checkpoint(ckpt);
@@ -72,9 +89,10 @@ void check_against_torch(bool mxfp4, Impl forward, double tol) {
   for (int64_t& t : seq) t = pick(rng);
   const std::vector<int64_t> tokens(seq.begin(), seq.end() - 1),
       targets(seq.begin() + 1, seq.end());
-  const double loss =
-      loss_and_grads(hp, params, tokens.data(), targets.data(), static_cast<int64_t>(tokens.size()),
-                     grads, TrainOptions{forward, 8, {}});
+  TrainOptions opt{forward, 8, {}};
+  opt.mtp_weight = mtp_weight;
+  const double loss = loss_and_grads(hp, params, tokens.data(), targets.data(),
+                                     static_cast<int64_t>(tokens.size()), grads, opt);
   ASSERT_TRUE(std::isfinite(loss));
   grads.write_safetensors(dir.file("grads.safetensors"), "language_model.");
 
@@ -85,7 +103,8 @@ void check_against_torch(bool mxfp4, Impl forward, double tol) {
                           shell_quote(K3_SOURCE_DIR "/tests/reference/k3_torch.py") + " " +
                           shell_quote(model) + " --tokens " + join(tokens) + " --targets " +
                           join(targets) + " --grads " + shell_quote(dir.file("grads.safetensors")) +
-                          " --loss " + loss_str + " --tol " + std::to_string(tol) + " >" +
+                          " --loss " + loss_str + " --tol " + std::to_string(tol) +
+                          " --mtp-weight " + std::to_string(mtp_weight) + " >" +
                           shell_quote(dir.file("out")) + " 2>&1";
   const int status = std::system(cmd.c_str());
   const std::string out = read_file_bytes(dir.file("out"));
@@ -110,6 +129,18 @@ TEST(TrainGrad, WholeModelFp32MatchesTorchAutograd) { check_against_torch(false,
 
 TEST(TrainGrad, WholeModelFp32WithMxfp4ExpertsMatchesTorchAutograd) {
   check_against_torch(true, Impl::cpu, 1e-3);
+}
+
+TEST(TrainGrad, WholeModelWithMtpHeadMatchesTorchAutograd) {
+  check_against_torch(false, Impl::ref, 1e-4, kMtpConfig);
+}
+
+TEST(TrainGrad, WholeDenseModelWithMtpHeadMatchesTorchAutograd) {
+  check_against_torch(false, Impl::ref, 1e-4, kDenseMtpConfig);
+}
+
+TEST(TrainGrad, WholeModelFp32WithMtpHeadMatchesTorchAutograd) {
+  check_against_torch(false, Impl::cpu, 1e-3, kMtpConfig);
 }
 
 TEST(TrainGrad, RejectsTokensOutsideTheVocabulary) {

@@ -52,7 +52,7 @@ ParamCounts param_counts(const HParams& hp) {
   ParamCounts c;
   std::map<const int64_t*, int64_t> first_layer;
   for (const WeightEntry& w : weight_table(hp)) {
-    if (w.expert > 0) continue;
+    if (w.expert > 0 || w.layer >= hp.n_layer) continue;  // the MTP head is not inference
     int64_t& f = field(c, w);
     if (first_layer.emplace(&f, w.layer).first->second == w.layer) f += w.params;
   }

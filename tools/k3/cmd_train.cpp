@@ -92,6 +92,8 @@ Args train_args() {
        {"balance", "", "NAME", "router balancing: qb | qb-exact | lossfree | none", "qb"},
        {"clip", "", "X", "gradient clipping global norm (0: off)", "1.0"},
        {"weight-decay", "", "X", "decoupled weight decay", "0.1"},
+       {"mtp-weight", "", "X", "weight of the MTP head's loss (num_nextn_predict_layers = 1)",
+        "0.3"},
        Option("eval-every", "", "N", "evaluate on --val every N steps", "50").range(0),
        Option("eval-windows", "", "N", "held-out windows per evaluation", "8").range(1),
        Option("save-every", "", "N", "also checkpoint every N steps", "0").range(0),
@@ -136,6 +138,7 @@ int cmd_train(int argc, char** argv) {
   c.balance = args.str("balance");
   c.clip = args.number("clip");
   c.weight_decay = args.number("weight-decay");
+  c.mtp_weight = args.number("mtp-weight");
   c.eval_every = args.integer("eval-every");
   c.eval_windows = args.integer("eval-windows");
   c.save_every = args.integer("save-every");
