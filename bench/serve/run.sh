@@ -4,10 +4,12 @@
 # of requests each), with the prefix cache on and off, plus the TTFT of requests sharing a
 # ~1000-token system prompt. Bounded: fixed request counts, a timeout on every run.
 #   bench/serve/run.sh [MAX_TOKENS [REPEATS]]   (MODEL=DIR: another model; SERVE_ARGS: more
-#   k3 serve flags). Prints one JSON line per run; bench/serve/summarize.py makes the table.
+#   k3 serve flags; K3=PATH: another k3 binary; CONCURRENCY="1 16": the concurrencies (default 1 4 16 64); CACHES="64":
+#   the prefix cache sizes in MiB (default 64 0); SHARED=0: skip the shared-prompt TTFT runs).
+#   Prints one JSON line per run; bench/serve/summarize.py makes the table.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-K3=build/bin/k3
+K3=${K3:-build/bin/k3}
 MODEL=${MODEL:-build/bench-default}
 TOKENS=${1:-64}
 REPEATS=${2:-3}
@@ -37,17 +39,20 @@ start() {
 stop() { kill -TERM "$server"; wait "$server"; server=""; }
 
 echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), k3 serve ${SERVE_ARGS:-}"
-for cache in 64 0; do
+for cache in ${CACHES:-64 0}; do
   start --cache-mb "$cache"
+  # One untimed request first: the first one after start pages the weights in.
+  timeout 300 python3 bench/serve/loadgen.py --url "$url" --max-tokens 8 --ban "$ban" \
+    --seed 99 >/dev/null
   echo "## prefix cache: $([ "$cache" = 0 ] && echo off || echo "on (${cache} MiB)")"
   echo "{\"cache_mb\": $cache}"
   for rep in $(seq "$REPEATS"); do
-    for c in 1 4 16 64; do
+    for c in ${CONCURRENCY:-1 4 16 64}; do
       timeout 900 python3 bench/serve/loadgen.py --url "$url" --concurrency "$c" \
-        --max-tokens "$TOKENS" --ban "$ban" --seed "$rep"
+        --max-tokens "$TOKENS" --ban "$ban" --seed "$rep" --server-pid "$server"
     done
-    timeout 900 python3 bench/serve/loadgen.py --url "$url" --shared-prefix 240 --requests 4 \
-      --ban "$ban" --seed "$rep"
+    [ "${SHARED:-1}" = 0 ] || timeout 900 python3 bench/serve/loadgen.py --url "$url" \
+      --shared-prefix 240 --requests 4 --ban "$ban" --seed "$rep"
   done
   echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
   stop

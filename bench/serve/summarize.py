@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Medians of bench/serve/run.sh output (stdin) as a markdown table, per prefix-cache setting."""
+"""Medians of bench/serve/run.sh or vs-llama-server.sh output (stdin) as a markdown table, per
+prefix-cache setting and, where runs carry a label (vs-llama-server.sh: k3 / llama), per server."""
 import json
 import statistics
 import sys
@@ -15,21 +16,26 @@ for line in sys.stdin:
     elif "system_words" in r:
         shared.setdefault(cache, []).append(r)
     else:
-        rows.setdefault((cache, r["concurrency"]), []).append(r)
+        rows.setdefault((cache, r.get("label", ""), r["concurrency"]), []).append(r)
 
 def med(rs, k):
     """Median over the runs that have the value (NaN: no window where all requests decoded)."""
-    xs = [r[k] for r in rs if r[k] == r[k]]
+    xs = [r[k] for r in rs if k in r and r[k] == r[k]]
     return statistics.median(xs) if xs else float("nan")
 
-print("| prefix cache | concurrency | runs | decode tok/s (all decoding) | end-to-end tok/s "
-      "| TTFT p50 ms | ITL p50 ms | ITL p95 ms | errors |")
-print("|---|---|---|---|---|---|---|---|---|")
-for (c_mb, conc), rs in sorted(rows.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
-    print("| %s | %d | %d | %.0f | %.0f | %.0f | %.1f | %.1f | %d |" % (
-        "on" if c_mb else "off", conc, len(rs), med(rs, "decode_tok_s"),
-        med(rs, "throughput_tok_s"), med(rs, "ttft_p50_ms"), med(rs, "itl_p50_ms"),
-        med(rs, "itl_p95_ms"), sum(r["errors"] for r in rs)))
+labelled = any(k[1] for k in rows)
+print("| prefix cache | %sconcurrency | runs | decode tok/s (all decoding) | decode tok per "
+      "engine CPU s | end-to-end tok/s | TTFT p50 ms | ITL p50 ms | ITL p95 ms | errors |"
+      % ("server | " if labelled else ""))
+print("|---|%s---|---|---|---|---|---|---|---|---|" % ("---|" if labelled else ""))
+for (c_mb, label, conc), rs in sorted(rows.items(), key=lambda kv: (-kv[0][0], kv[0][2], kv[0][1])):
+    print("| %s | %s%d | %d | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %d |" % (
+        "on" if c_mb else "off", label + " | " if labelled else "", conc, len(rs),
+        med(rs, "decode_tok_s"), med(rs, "decode_tok_per_engine_cpu_s"),
+        med(rs, "throughput_tok_s"), med(rs, "ttft_p50_ms"),
+        med(rs, "itl_p50_ms"), med(rs, "itl_p95_ms"), sum(r["errors"] for r in rs)))
+if not shared:
+    sys.exit(0)
 print()
 print("| prefix cache | runs | prompt tokens | first TTFT ms | later TTFT ms (median) | cached "
       "tokens | speedup (median) |")

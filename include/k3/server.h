@@ -35,7 +35,7 @@ struct ServerOptions {
   int64_t block_tokens = 16;      // MLA cache block size
   std::string api_key = "";       // when set, /v1/* need "Authorization: Bearer KEY"
   std::string model_name = "k3";  // the id /v1/models reports
-  int http_threads = 0;           // 0: parallel + max_queue + 16
+  int http_threads = 0;  // HTTP threads at most (started on demand); 0: parallel + max_queue + 16
   size_t max_body_bytes = 8 << 20;
   int read_timeout_s = 10;     // a client that sends nothing for this long is dropped
   int request_timeout_s = 30;  // a request's head and body must arrive within this long

@@ -2,16 +2,23 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
 #include "k3/error.h"
+#include "server/worker_pool.h"
 
 namespace k3 {
 
 using server::ApiError;
 using server::json;
+
+namespace {
+constexpr size_t kHttpThreadsKept = 8;  // HTTP threads a quiet server keeps
+constexpr int kHttpThreadIdleS = 30;    // an extra thread idle this long goes away
+}  // namespace
 
 struct Server::Impl {
   Impl(const Model& model, const Tokenizer& tokenizer, ServerOptions o)
@@ -72,9 +79,14 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }  // namespace server
 
 void Server::Impl::routes() {
-  const int threads =
-      opt.http_threads > 0 ? opt.http_threads : static_cast<int>(opt.parallel + opt.max_queue + 16);
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // A connection holds its HTTP thread for its life: up to every running and queued request at
+  // once, plus room for /metrics, /health and clients beyond the queue that get their 429.
+  const size_t most = opt.http_threads > 0 ? static_cast<size_t>(opt.http_threads)
+                                           : static_cast<size_t>(opt.parallel + opt.max_queue + 16);
+  http.new_task_queue = [this, most] {
+    return new server::WorkerPool(std::min<size_t>(kHttpThreadsKept, most), most,
+                                  std::chrono::seconds(kHttpThreadIdleS), &metrics.http_threads);
+  };
   http.set_payload_max_length(opt.max_body_bytes);
   // httplib listens with a backlog of 5: a burst of clients would see resets. Remember the
   // listening socket so that bind() can raise the backlog (listen() again does that).

@@ -88,6 +88,7 @@ std::string Metrics::render() const {
   add(out, "k3_prefix_cache_entries", "gauge", "snapshots held by the prefix cache",
       g.cache_entries);
   add(out, "k3_prefix_cache_bytes", "gauge", "prefix cache size (upper bound)", g.cache_bytes);
+  add(out, "k3_http_threads", "gauge", "live HTTP worker threads", http_threads);
   ttft.render(out, "k3_time_to_first_token_seconds", "time from request to its first token");
   itl.render(out, "k3_inter_token_latency_seconds", "time between two tokens of a request");
   step.render(out, "k3_step_seconds", "time of one engine step");

@@ -50,10 +50,11 @@ struct Metrics {
   std::atomic<int64_t> requests_cancelled{0};
   std::atomic<int64_t> steps{0};
   EngineGauges gauges;
-  Histogram ttft;                       // seconds from submit to the first token
-  Histogram itl;                        // seconds between tokens of one request
-  Histogram step;                       // seconds per engine step
-  std::atomic<int64_t> step_tokens{0};  // tokens run through steps (prompt chunks + decodes)
+  Histogram ttft;                        // seconds from submit to the first token
+  Histogram itl;                         // seconds between tokens of one request
+  Histogram step;                        // seconds per engine step
+  std::atomic<int64_t> step_tokens{0};   // tokens run through steps (prompt chunks + decodes)
+  std::atomic<int64_t> http_threads{0};  // live HTTP worker threads (the pool grows on demand)
 
  private:
   mutable std::mutex mu_;

@@ -69,8 +69,11 @@ std::vector<OpCase> cases() {
   std::vector<OpCase> v;
   for (MatFormat f : {MatFormat::bf16, MatFormat::f32, MatFormat::mxfp4}) {
     // T = 1, 2: the decode paths (weights read straight from storage); T >= 3: register
-    // tiles (BF16 straight from storage, MXFP4 from decoded row blocks); T = 5, 7: a 4-token
-    // tile and a tail of 1 / 2 + 1. Rows off the tile heights (1, 7, 9, 17, 33).
+    // tiles (BF16 straight from storage; MXFP4 straight from storage up to T = 7 with AVX-512,
+    // from decoded row blocks beyond); T = 5, 7: a 4-token tile and a tail of 1 / 3. Rows off
+    // the tile heights (1, 7, 9, 17, 33). (Every T up to 20 below, in
+    // SmallBatchTilesAreBatchInvariantAtEveryT: added here, new cases would move the seeds of
+    // every later op's cases.)
     for (int64_t T : {1, 2, 3, 4, 5, 7, 17}) {
       for (auto [r, c] : {std::pair{1, 32}, {7, 64}, {64, 96}, {33, 160}, {17, 256}, {9, 1024}}) {
         v.push_back(linear_case(T, r, c, f));
@@ -144,6 +147,41 @@ TEST(Linear, EveryPathIsBatchInvariant) {
         kLinearOp.cpu(x.data() + t2 * cols, 2, w.mat, two.data());
         for (int64_t r = 0; r < 2 * rows; ++r)
           ASSERT_EQ(two[r], all[t2 * rows + r]) << isa_name(isa) << " T=2 r=" << r;
+      }
+    }
+  }
+  set_isa(saved);
+}
+
+// The small-batch tiles (MXFP4 direct up to T = 7 with AVX-512, every 1-3 token tail of the
+// 4-token tiles) at every T from 1 to 20, on every path: against the double reference with the
+// op cases' error measure and tolerance (fresh random data per T), and each token's outputs
+// bit-identical to it alone. Rows 1, 3, 4, 5, 13, 33: full and partial 4-row tiles.
+TEST(Linear, SmallBatchTilesAreBatchInvariantAtEveryT) {
+  const Isa saved = active_isa();
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    for (MatFormat f : {MatFormat::mxfp4, MatFormat::bf16, MatFormat::f32}) {
+      for (auto [rows, cols] :
+           {std::pair<int64_t, int64_t>{1, 32}, {3, 128}, {4, 64}, {5, 96}, {13, 128}, {33, 256}}) {
+        std::mt19937_64 rng(11 + rows * cols + static_cast<int>(f));
+        for (int64_t T = 1; T <= 20; ++T) {
+          const OpCase c = linear_case(T, rows, cols, f);
+          const Outputs out = c.run(rng, Impl::cpu);
+          EXPECT_LE(rel_max_error(out.got, out.want, out.scale), c.tol)
+              << isa_name(isa) << " " << c.shape;
+        }
+        Weight w = random_weight(rng, rows, cols, f);
+        const std::vector<float> x = randn(rng, 20 * cols);
+        std::vector<float> one(20 * rows);
+        for (int64_t t = 0; t < 20; ++t)
+          kLinearOp.cpu(x.data() + t * cols, 1, w.mat, &one[t * rows]);
+        for (int64_t T = 1; T <= 20; ++T) {
+          std::vector<float> all(T * rows);
+          kLinearOp.cpu(x.data(), T, w.mat, all.data());
+          for (int64_t i = 0; i < T * rows; ++i)
+            ASSERT_EQ(all[i], one[i]) << isa_name(isa) << " T=" << T << " i=" << i;
+        }
       }
     }
   }

@@ -200,6 +200,31 @@ TEST(ServerLoad, SlowlorisDoesNotBlockOthers) {
   EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("after", 2).dump()).status, 200);
 }
 
+// The HTTP threads grow with the connections held open (each stalled client holds one) and
+// /metrics shows them; requests are served all the while.
+TEST(ServerLoad, HttpThreadsGrowWithHeldConnections) {
+  LiveServer s({.parallel = 2, .max_queue = 8, .read_timeout_s = 2});  // up to 26 threads
+  const std::string m0 = get(s, "/metrics").text;
+  EXPECT_LE(metric(m0, "k3_http_threads"), 8) << m0;
+  std::vector<int> held;
+  for (int i = 0; i < 14; ++i) {
+    const int fd = connect_loopback(s.port());
+    ASSERT_GE(fd, 0);
+    const std::string head = "GET /health HTTP/1.1\r\nHo";
+    ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    held.push_back(fd);
+  }
+  double threads = 0;
+  for (int i = 0; i < 200 && threads < 15; ++i) {  // the 14 held and this request's own
+    threads = metric(get(s, "/metrics").text, "k3_http_threads");
+    if (threads < 15) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(threads, 15);
+  EXPECT_LE(threads, 26);
+  EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("while held", 2).dump()).status, 200);
+  for (int fd : held) close(fd);
+}
+
 // A client that trickles its request a byte at a time, each within the read timeout, is dropped
 // at the request timeout: no single read times out, but the whole request is too slow.
 TEST(ServerLoad, TricklingClientIsDroppedAtTheRequestTimeout) {

@@ -83,9 +83,11 @@ constexpr int64_t kDecodeParallelMacs = int64_t{1} << 18;
 constexpr int64_t kDecodeWakeMacs = int64_t{1} << 22;
 
 // Straight from storage (no decoded copy): BF16 at any T (register tiles widen the weights
-// in registers, exactly), MXFP4 for small T (each group decoded once per token).
+// in registers, exactly), MXFP4 for small T (each group decoded in registers, once per token
+// or, with AVX-512, once per four tokens).
 bool linear_direct(const LinearKernels& k, const float* x, int64_t T, const Mat& w, float* y) {
-  if (w.format == MatFormat::f32 || (w.format == MatFormat::mxfp4 && T > 2)) return false;
+  if (w.format == MatFormat::f32 || (w.format == MatFormat::mxfp4 && T > k.mxfp4_direct_max_t))
+    return false;
   const int64_t n_tasks = (w.rows + kGemvRows - 1) / kGemvRows;
   const int64_t macs = w.rows * w.cols * T;
   const bool split =

@@ -266,7 +266,14 @@ void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int
 
 }  // namespace
 
-const LinearKernels kLinearKernels = {"avx2",    kLanes,     widen_bf16,   mxfp4_decode,
-                                      gemv_bf16, gemv_mxfp4, block_product};
+// Direct MXFP4 up to T = 2: this path decodes each group once per token.
+const LinearKernels kLinearKernels = {.isa = "avx2",
+                                      .lanes = kLanes,
+                                      .mxfp4_direct_max_t = 2,
+                                      .widen_bf16 = widen_bf16,
+                                      .mxfp4_decode = mxfp4_decode,
+                                      .gemv_bf16 = gemv_bf16,
+                                      .gemv_mxfp4 = gemv_mxfp4,
+                                      .block_product = block_product};
 
 }  // namespace k3::avx2

@@ -43,6 +43,22 @@ inline void hsum8(const __m512 v[8], float out[8]) {
   }
 }
 
+// y[a * ldy + b] = hsum(acc[a][b]) for b < nb: the A*B reductions eight at a time, transposed
+// (hsum8: bit-identical to hsum, a fraction of its shuffles when there are many outputs).
+template <int A, int B>
+inline void store_tile(const __m512 (&acc)[A][B], int64_t nb, float* y, int64_t ldy) {
+  constexpr int N = A * B, G = (N + 7) / 8;
+  __m512 v[8 * G];
+#pragma GCC unroll 32
+  for (int i = 0; i < 8 * G; ++i) v[i] = i < N ? acc[i / B][i % B] : _mm512_setzero_ps();
+  for (int g = 0; g < G; ++g) {
+    float out[8];
+    hsum8(v + 8 * g, out);
+    for (int i = 8 * g; i < 8 * g + 8 && i < N; ++i)
+      if (i % B < nb) y[(i / B) * ldy + i % B] = out[i - 8 * g];
+  }
+}
+
 inline __m512 load_bf16(const uint16_t* p) {  // 16 bf16 -> fp32 (exact: the top halves)
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
@@ -96,11 +112,13 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
   }
 }
 
-// A lone token's GEMV streams the weights once and is bound by memory latency as much as by
-// bandwidth: a tile's rows are short streams (one row is a few KB) that the hardware
-// prefetcher barely ramps up on, so the tile asks for the same lines four tiles ahead (the
-// rows of consecutive tiles are consecutive in memory). Measured on K3-small decode at -t 1:
-// +10% tokens/s. Prefetches past the end of the weights are harmless (they never fault).
+// A weight sweep (a lone token's GEMV, and the first pass of a small batch over its rows) is
+// bound by memory latency as much as by bandwidth: a tile's rows are short streams (one row is
+// a few KB) that the hardware prefetcher barely ramps up on, so the tile asks for the same
+// lines four tiles ahead (the rows of consecutive tiles are consecutive in memory), into L2:
+// into L1 (T0) those lines, 64-200 KB ahead, are evicted from the 32 KB L1 before use
+// (microbenchmark: 11-13 GB/s with T0, 17-21 with T1; K3-small decode at -t 1: +35%).
+// Prefetches past the end of the weights are harmless (they never fault).
 constexpr int64_t kBf16PerLine = 32;  // 64-byte cache line
 template <int B>
 inline void prefetch_rows(const uint16_t* const* row, int64_t at) {
@@ -108,21 +126,28 @@ inline void prefetch_rows(const uint16_t* const* row, int64_t at) {
   for (int b = 0; b < B; ++b) _mm_prefetch(reinterpret_cast<const char*>(row[b] + at), _MM_HINT_T1);
 }
 
+// Asks for the cache lines of [p, p + n) in L2.
+inline void prefetch_lines(const uint8_t* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
+}
+
 // y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
 // registers, exact): A*B accumulators, each weight and input vector loaded once per 16 columns.
-// row[b] for b >= nb repeats a valid row (computed, not stored).
+// row[b] for b >= nb repeats a valid row (computed, not stored). prefetch_ahead > 0: each
+// row's line that far ahead is prefetched as the tile reaches a line.
 template <int A, int B>
 void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t nb, int64_t cols,
-               float* y, int64_t ldy, int64_t prefetch_ahead = 0) {
+               float* y, int64_t ldy, int64_t prefetch_ahead) {
   __m512 acc[A][B];
 #pragma GCC unroll 8
   for (int a = 0; a < A; ++a)
 #pragma GCC unroll 8
     for (int b = 0; b < B; ++b) acc[a][b] = _mm512_setzero_ps();
   for (int64_t i = 0; i < cols; i += kLanes) {
+    if (prefetch_ahead > 0 && i % kBf16PerLine == 0) prefetch_rows<B>(row, i + prefetch_ahead);
     if constexpr (A == 1) {  // each weight vector used once: no array of them (no spills)
       const __m512 xv = _mm512_loadu_ps(x + i);
-      if (i % kBf16PerLine == 0) prefetch_rows<B>(row, i + prefetch_ahead);
 #pragma GCC unroll 8
       for (int b = 0; b < B; ++b) acc[0][b] = _mm512_fmadd_ps(xv, load_bf16(row[b] + i), acc[0][b]);
       continue;
@@ -137,27 +162,19 @@ void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t 
       for (int b = 0; b < B; ++b) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
     }
   }
-  if constexpr (B == 8) {
-    for (int a = 0; a < A; ++a) {
-      float out[8];
-      hsum8(acc[a], out);
-      for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = out[b];
-    }
-    return;
-  }
-  for (int a = 0; a < A; ++a)
-    for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = hsum(acc[a][b]);
+  store_tile<A, B>(acc, nb, y, ldy);
 }
 
-// A tokens against rows [r0, r0+nr), B rows at a time.
+// A tokens against rows [r0, r0+nr), B rows at a time; with `fetch` (the first pass over these
+// rows: later passes find them in cache), each tile prefetches four tiles ahead.
 template <int A, int B>
 void rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr, float* y,
-               int64_t ldy) {
+               int64_t ldy, bool fetch) {
   for (int64_t j0 = 0; j0 < nr; j0 += B) {
     const int64_t n = nr - j0 < B ? nr - j0 : B;
     const uint16_t* row[B];
     for (int64_t b = 0; b < B; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
-    tile_bf16<A, B>(x, cols, row, n, cols, y + r0 + j0, ldy, 4 * B * cols);
+    tile_bf16<A, B>(x, cols, row, n, cols, y + r0 + j0, ldy, fetch ? 4 * B * cols : 0);
   }
 }
 
@@ -166,30 +183,51 @@ void rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0, int6
 void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
                float* y, int64_t ldy) {
   int64_t t = 0;
-  for (; t + 4 <= T; t += 4) rows_bf16<4, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+  for (; t + 4 <= T; t += 4)
+    rows_bf16<4, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
   if (T - t >= 2) {
-    rows_bf16<2, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+    rows_bf16<2, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
     t += 2;
   }
-  if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+  if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
 }
 
-// Asks for the cache lines of [p, p + n) in L2 (prefetches never fault).
-inline void prefetch_lines(const uint8_t* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
+// y[a, b] for an A-token x 4-row tile read straight from MXFP4 weights: each group of the four
+// rows is decoded once and used by all A tokens (x1·v1 after x0·v0, as every path). p[b] and
+// sc[b] for b >= nb repeat a valid row (computed, not stored).
+template <int A>
+void tile_mxfp4(const GroupDecoder& decode, const float* x, int64_t cols, const uint8_t* const* p,
+                const uint8_t* const* sc, int64_t nb, float* y, int64_t ldy) {
+  constexpr int kRows = 4;
+  __m512 acc[A][kRows];
+#pragma GCC unroll 4
+  for (int a = 0; a < A; ++a)
+#pragma GCC unroll 4
+    for (int b = 0; b < kRows; ++b) acc[a][b] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < cols / 32; ++g) {
+    __m512 v0[kRows], v1[kRows];
+#pragma GCC unroll 4
+    for (int b = 0; b < kRows; ++b) decode(p[b] + g * 16, sc[b][g], v0[b], v1[b]);
+#pragma GCC unroll 4
+    for (int a = 0; a < A; ++a) {
+      const __m512 x0 = _mm512_loadu_ps(x + a * cols + g * 32);
+      const __m512 x1 = _mm512_loadu_ps(x + a * cols + g * 32 + 16);
+#pragma GCC unroll 4
+      for (int b = 0; b < kRows; ++b)
+        acc[a][b] = _mm512_fmadd_ps(x1, v1[b], _mm512_fmadd_ps(x0, v0[b], acc[a][b]));
+    }
+  }
+  store_tile<A, kRows>(acc, nb, y, ldy);
 }
 
-// Four rows of MXFP4 weights against one input (four independent chains and decodes); rows
-// past the end repeat the last one (computed, not stored).
+// MXFP4 weights straight from storage, four rows at a time against up to four tokens at a time
+// (small T: each group is decoded once per four tokens, not stored).
 void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
                 int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
   constexpr int kRows = 4;
-  constexpr int64_t kBlocksAhead = 4, kGroupsPerLine = 4;  // a group packs 16 bytes
+  constexpr int64_t kBlocksAhead = 4;  // as the BF16 tiles: the block four blocks on, into L2
   const GroupDecoder decode;
   const int64_t pb = cols / 2, sb = cols / 32;
-  // The rows of the blocks ahead are consecutive in memory (as in the BF16 GEMV).
-  const int64_t ahead_packed = kBlocksAhead * kRows * pb, ahead_scales = kBlocksAhead * kRows * sb;
   for (int64_t j0 = 0; j0 < nr; j0 += kRows) {
     const int64_t n = nr - j0 < kRows ? nr - j0 : kRows;
     const uint8_t *p[kRows], *sc[kRows];
@@ -198,73 +236,91 @@ void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t*
       p[b] = packed + r * pb;
       sc[b] = scales + r * sb;
     }
-    for (int64_t t = 0; t < T; ++t) {
-      const float* xt = x + t * cols;
-      __m512 acc[kRows];
-      for (auto& a : acc) a = _mm512_setzero_ps();
-      prefetch_lines(sc[0] + ahead_scales, kRows * sb);
-      for (int64_t g = 0; g < sb; ++g) {
-        const __m512 x0 = _mm512_loadu_ps(xt + g * 32), x1 = _mm512_loadu_ps(xt + g * 32 + 16);
-        if (g % kGroupsPerLine == 0) {
-#pragma GCC unroll 4
-          for (int b = 0; b < kRows; ++b)
-            _mm_prefetch(reinterpret_cast<const char*>(p[b] + g * 16 + ahead_packed), _MM_HINT_T1);
-        }
-#pragma GCC unroll 4
-        for (int b = 0; b < kRows; ++b) {
-          __m512 v0, v1;
-          decode(p[b] + g * 16, sc[b][g], v0, v1);
-          acc[b] = _mm512_fmadd_ps(x1, v1, _mm512_fmadd_ps(x0, v0, acc[b]));
-        }
-      }
-      for (int64_t b = 0; b < n; ++b) y[t * ldy + r0 + j0 + b] = hsum(acc[b]);
+    if (T <= 2) {  // a weight sweep (larger T reuses each block across its tokens)
+      prefetch_lines(packed + (r0 + j0 + kBlocksAhead * kRows) * pb, kRows * pb);
+      prefetch_lines(scales + (r0 + j0 + kBlocksAhead * kRows) * sb, kRows * sb);
+    }
+    float* yj = y + r0 + j0;
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4)
+      tile_mxfp4<4>(decode, x + t * cols, cols, p, sc, n, yj + t * ldy, ldy);
+    switch (T - t) {
+      case 3:
+        tile_mxfp4<3>(decode, x + t * cols, cols, p, sc, n, yj + t * ldy, ldy);
+        break;
+      case 2:
+        tile_mxfp4<2>(decode, x + t * cols, cols, p, sc, n, yj + t * ldy, ldy);
+        break;
+      case 1:
+        tile_mxfp4<1>(decode, x + t * cols, cols, p, sc, n, yj + t * ldy, ldy);
+        break;
+      default:
+        break;
     }
   }
 }
 
-// y[a, b] for a 4x4 tile: 16 accumulators, each weight and input vector loaded once per 16
-// columns.
-void tile_4x4(const float* x, int64_t ldx, const float* w, int64_t cols, float* y, int64_t ldy) {
-  __m512 acc[4][4];
-  for (auto& r : acc)
-    for (auto& a : r) a = _mm512_setzero_ps();
+// y[a, b] for an A-token x B-row tile of decoded fp32 rows (row b at w + b * cols; rows b >= nb
+// repeat row 0, computed, not stored): each weight and input vector loaded once per 16 columns.
+template <int A, int B>
+void tile_f32(const float* x, int64_t ldx, const float* w, int64_t nb, int64_t cols, float* y,
+              int64_t ldy) {
+  __m512 acc[A][B];
+#pragma GCC unroll 4
+  for (int a = 0; a < A; ++a)
+#pragma GCC unroll 4
+    for (int b = 0; b < B; ++b) acc[a][b] = _mm512_setzero_ps();
   for (int64_t i = 0; i < cols; i += kLanes) {
-    __m512 wv[4];
-    for (int64_t b = 0; b < 4; ++b) wv[b] = _mm512_loadu_ps(w + b * cols + i);
-    for (int64_t a = 0; a < 4; ++a) {
+    __m512 wv[B];
+#pragma GCC unroll 4
+    for (int b = 0; b < B; ++b) wv[b] = _mm512_loadu_ps(w + (b < nb ? b : 0) * cols + i);
+#pragma GCC unroll 4
+    for (int a = 0; a < A; ++a) {
       const __m512 xv = _mm512_loadu_ps(x + a * ldx + i);
-      for (int64_t b = 0; b < 4; ++b) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
+#pragma GCC unroll 4
+      for (int b = 0; b < B; ++b) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
     }
   }
-  for (int64_t a = 0; a < 4; ++a)
-    for (int64_t b = 0; b < 4; ++b) y[a * ldy + b] = hsum(acc[a][b]);
+  store_tile<A, B>(acc, nb, y, ldy);
 }
 
-float dot(const float* x, const float* w, int64_t n) {  // one output, the tile's arithmetic
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += kLanes)
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(w + i), acc);
-  return hsum(acc);
+// A tokens against the nr decoded rows, four rows at a time.
+template <int A>
+void rows_f32(const float* x, const float* rows, int64_t nr, int64_t cols, float* y, int64_t ldy) {
+  for (int64_t j = 0; j < nr; j += 4)
+    tile_f32<A, 4>(x, cols, rows + j * cols, nr - j < 4 ? nr - j : 4, cols, y + j, ldy);
 }
 
 void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
                    int64_t ldy, int64_t r0, float* y) {
   int64_t t = 0;
-  for (; t + 4 <= T; t += 4) {
-    int64_t j = 0;
-    for (; j + 4 <= nr; j += 4)
-      tile_4x4(x + t * cols, cols, rows + j * cols, cols, y + t * ldy + r0 + j, ldy);
-    for (; j < nr; ++j)
-      for (int64_t a = 0; a < 4; ++a)
-        y[(t + a) * ldy + r0 + j] = dot(x + (t + a) * cols, rows + j * cols, cols);
+  for (; t + 4 <= T; t += 4) rows_f32<4>(x + t * cols, rows, nr, cols, y + t * ldy + r0, ldy);
+  switch (T - t) {
+    case 3:
+      rows_f32<3>(x + t * cols, rows, nr, cols, y + t * ldy + r0, ldy);
+      break;
+    case 2:
+      rows_f32<2>(x + t * cols, rows, nr, cols, y + t * ldy + r0, ldy);
+      break;
+    case 1:
+      rows_f32<1>(x + t * cols, rows, nr, cols, y + t * ldy + r0, ldy);
+      break;
+    default:
+      break;
   }
-  for (; t < T; ++t)
-    for (int64_t j = 0; j < nr; ++j) y[t * ldy + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
 }
 
 }  // namespace
 
-const LinearKernels kLinearKernels = {"avx512",  kLanes,     widen_bf16,   mxfp4_decode,
-                                      gemv_bf16, gemv_mxfp4, block_product};
+// Direct MXFP4 up to T = 7: from T = 8 decoding the rows once and running fp32 tiles is faster
+// (128x128, one thread: 2.4 vs 5.5 us at T = 3, 6.2 vs 6.7 at T = 7, 6.6 vs 6.1 at T = 8).
+const LinearKernels kLinearKernels = {.isa = "avx512",
+                                      .lanes = kLanes,
+                                      .mxfp4_direct_max_t = 7,
+                                      .widen_bf16 = widen_bf16,
+                                      .mxfp4_decode = mxfp4_decode,
+                                      .gemv_bf16 = gemv_bf16,
+                                      .gemv_mxfp4 = gemv_mxfp4,
+                                      .block_product = block_product};
 
 }  // namespace k3::avx512

@@ -17,6 +17,8 @@ namespace k3 {
 struct LinearKernels {
   const char* isa;
   int64_t lanes;
+  // gemv_mxfp4 serves T <= this; larger T decode the rows once and use block_product.
+  int64_t mxfp4_direct_max_t;
   // out[n] = bf16 p[n] widened (any n).
   void (*widen_bf16)(const uint16_t* p, int64_t n, float* out);
   // out[cols] = one MXFP4 row decoded (cols % 32 == 0).
@@ -26,7 +28,8 @@ struct LinearKernels {
   // Any T.
   void (*gemv_bf16)(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
                     int64_t nr, float* y, int64_t ldy);
-  // The same from MXFP4 weights: packed [rows, cols/2], scales [rows, cols/32]. Small T.
+  // The same from MXFP4 weights: packed [rows, cols/2], scales [rows, cols/32]. Any T (used
+  // up to mxfp4_direct_max_t).
   void (*gemv_mxfp4)(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
                      int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy);
   // y[t, r0+j] for t < T, j < nr, from nr already-decoded fp32 rows [nr, cols]

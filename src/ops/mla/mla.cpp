@@ -13,6 +13,20 @@ namespace {
 
 constexpr int64_t kKeyTile = 64;  // keys scored together before the online-softmax update
 
+// Σ a[i]·b[i] in 8 independent partial sums (one running sum would be a chain of dependent
+// adds, latency bound: the score of every key is one of these). The order is fixed by n alone,
+// so a query's scores do not depend on the rest of the batch.
+float dot8(const float* a, const float* b, int64_t n) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
+  }
+  float tail = 0;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
+}
+
 // In-place softmax of p[0..n).
 void softmax(float* p, int64_t n) {
   float mx = p[0];
@@ -54,10 +68,7 @@ void absorbed_query(const float* qt, const float* qr, const PagedRows& cache, in
     const int64_t m = std::min(kKeyTile, n - t0);
     for (int64_t j = 0; j < m; ++j) {
       const float* ct = cache.row(t0 + j);
-      float acc = 0;
-      for (int64_t c = 0; c < Dc; ++c) acc += qt[c] * ct[c];
-      for (int64_t i = 0; i < Dr; ++i) acc += qr[i] * ct[Dc + i];
-      p[j] = acc * scale;
+      p[j] = (dot8(qt, ct, Dc) + dot8(qr, ct + Dc, Dr)) * scale;
     }
     const float rescale = sm.absorb(p, m);
     for (int64_t c = 0; c < Dc; ++c) ob[c] *= rescale;
