@@ -52,10 +52,15 @@ bool moe_experts_decode(const float* z, const int32_t* sel, const float* weight,
   if (s.T > kMoeDecodeMaxTokens || n_choices > kMaxChoices) return false;
   const int64_t L = experts[0].gate.cols, I = experts[0].gate.rows;
   std::fill_n(c, s.T * L, 0.0f);
-  // The choices grouped by expert, ascending (a stable sort: moe_experts' counting sort).
+  // The choices grouped by expert, ascending, stable (moe_experts' counting sort): an insertion
+  // sort of at most 64 entries, which unlike std::stable_sort allocates nothing (decode steps
+  // make no heap allocations: tests/engine/test_step_allocs.cpp).
   int64_t order[kMaxChoices];
-  for (int64_t i = 0; i < n_choices; ++i) order[i] = i;
-  std::stable_sort(order, order + n_choices, [&](int64_t a, int64_t b) { return sel[a] < sel[b]; });
+  for (int64_t i = 0; i < n_choices; ++i) {
+    int64_t j = i;
+    for (; j > 0 && sel[order[j - 1]] > sel[i]; --j) order[j] = order[j - 1];
+    order[j] = i;
+  }
   Used used[kMaxChoices];
   int64_t n_used = 0;
   for (int64_t i = 0; i < n_choices; ++i) {
