@@ -6,6 +6,7 @@
 #include "backend/cuda/launchers.h"
 #include "core/bf16.h"
 #include "core/cpu_isa.h"
+#include "core/dot8.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 #include "ops/linear/linear_kernels.h"
@@ -59,18 +60,6 @@ void linear_ref(const float* x, int64_t T, const Mat& w, float* y) {
 
 namespace {
 
-// 8 independent partial sums so the compiler can vectorise without -ffast-math.
-inline float dot(const float* a, const float* b, int64_t n) {
-  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
-  }
-  float tail = 0;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
-}
-
 constexpr int64_t kRowsPerBlock = 8;  // weight rows decoded together
 constexpr int64_t kGemvRows = 16;     // weight rows per task on the decode paths
 // A decode GEMV of fewer multiply-adds runs on one thread: handing half of it to a worker
@@ -108,7 +97,7 @@ void block_product_scalar(const float* x, int64_t T, const float* rows, int64_t 
                           int64_t ld_y, int64_t r0, float* y) {
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t j = 0; j < nr; ++j)
-      y[t * ld_y + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
+      y[t * ld_y + r0 + j] = dot8(x + t * cols, rows + j * cols, cols);
   }
 }
 

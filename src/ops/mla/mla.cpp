@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/launchers.h"
+#include "core/dot8.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 
@@ -12,20 +13,6 @@ namespace k3 {
 namespace {
 
 constexpr int64_t kKeyTile = 64;  // keys scored together before the online-softmax update
-
-// Σ a[i]·b[i] in 8 independent partial sums (one running sum would be a chain of dependent
-// adds, latency bound: the score of every key is one of these). The order is fixed by n alone,
-// so a query's scores do not depend on the rest of the batch.
-float dot8(const float* a, const float* b, int64_t n) {
-  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
-  }
-  float tail = 0;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
-}
 
 // In-place softmax of p[0..n).
 void softmax(float* p, int64_t n) {
