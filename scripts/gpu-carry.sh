@@ -25,6 +25,20 @@ cp /usr/lib/x86_64-linux-gnu/libgtest*.a /usr/lib/x86_64-linux-gnu/libgmock*.a \
   "$deps/lib/x86_64-linux-gnu/"
 cp -r /usr/lib/x86_64-linux-gnu/cmake/GTest "$deps/lib/x86_64-linux-gnu/cmake/"
 cp -r /usr/share/cmake/nlohmann_json "$deps/share/cmake/"
+# cpp-httplib for `k3 serve` (CMakeLists.txt finds it without pkg-config): its header, the
+# headers its definitions pull in, and the shared library with the brotli ones it needs; libssl
+# and libcrypto go to lib/fallback, for a device image that lacks them (add it to
+# LD_LIBRARY_PATH only then: the image's own are preferred).
+if [ -f /usr/include/httplib.h ]; then
+  cp -r /usr/include/httplib.h /usr/include/openssl /usr/include/brotli /usr/include/zlib.h \
+    /usr/include/zconf.h "$deps/include/"
+  cp /usr/include/x86_64-linux-gnu/openssl/* "$deps/include/openssl/"
+  cp -P /usr/lib/x86_64-linux-gnu/libcpp-httplib.so* /usr/lib/x86_64-linux-gnu/libbrotli*.so* \
+    "$deps/lib/x86_64-linux-gnu/"
+  mkdir -p "$deps/lib/fallback"
+  cp -L /usr/lib/x86_64-linux-gnu/libssl.so.3 /usr/lib/x86_64-linux-gnu/libcrypto.so.3 \
+    "$deps/lib/fallback/"
+fi
 if [ -n "$build" ]; then
   mkdir -p "$dest/tree/$build/bin"
   for f in test_ops test_model test_engine bin/k3 bin/k3-bench-cuda; do  # stripped copies
