@@ -1,0 +1,410 @@
+// KDA chunked prefill on the device: the chunkwise WY/UT algebra of ops/kda/kda_chunked_f32.cpp
+// (see there for the equations) for a varlen batch of sequences in one launch. One block per
+// (sequence, head, 64 value columns) walks its sequence's chunks of kC = 64 tokens in order,
+// its state tile S [K, 64] in shared memory (fp32). Per chunk of n tokens, Γ = cumsum g:
+//   A_kk[r,s] = Σ_i k_r k_s e^{Γ_r−Γ_s} (s < r),  A_qk[r,s] = Σ_i q_r k_s e^{Γ_r−Γ_s} (s ≤ r)
+//   Tinv = (I + Diag(β) A_kk)⁻¹, by 16×16 blocks (diagonal blocks by substitution)
+//   R = β ⊙ V − (β ⊙ e^Γ ⊙ K) S;  Ṽ = Tinv R
+//   O = (Q ⊙ e^Γ) S + A_qk Ṽ;  S ← Diag(e^{Γ_n}) S + (K ⊙ e^{Γ_n−Γ})ᵀ Ṽ
+// The decays of A are factorised about the first token a0 of each 16-row sub-chunk for the
+// earlier sub-chunks (both factors ≤ 1 when g ≤ 0: nothing overflows however strong the
+// gates) and taken one exp per pair inside the diagonal sub-chunk blocks.
+// The matrix products run on the tensor cores (mma.sync m16n8k8 tf32) with every operand split
+// as tf32 hi + lo and hi·hi + hi·lo + lo·hi accumulated in fp32 (fp32-grade, ~2^-21 per
+// product): the op is held to the fp32 recurrence's tolerance.
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/launchers.h"
+#include "backend/cuda/runtime.cuh"
+
+namespace k3 {
+namespace {
+
+using cuda::Args;
+using cuda::check_launch;
+using cuda::stream;
+
+constexpr int kC = 64;    // tokens per chunk
+constexpr int kKP = 128;  // key channels held (K ≤ kKP, the rest zero)
+constexpr int kVT = 64;   // value columns per block
+constexpr int kSub = 16;  // sub-chunk rows (decay factorisation, inverse blocks)
+constexpr int kThreads = 256;
+// Row strides in floats: ≡ 4 (mod 32) for operands read as A fragments (row g, column t),
+// ≡ 8 (mod 32) for those read as B fragments (row t, column g): no bank conflicts.
+constexpr int kLdQ = kKP + 4;  // q, k, G: [kC][kLdQ]
+constexpr int kLdS = kVT + 8;  // S [kKP][kLdS]; R, Ṽ [kC][kLdS]
+constexpr int kLdA = kC + 4;   // A_qk, Tinv, A_kk [kC][kLdA]
+
+struct Smem {
+  float S[kKP * kLdS];
+  float q[kC * kLdQ];  // q, then q ⊙ e^Γ
+  float k[kC * kLdQ];  // k, then k ⊙ e^{Γ_n−Γ}
+  float G[kC * kLdQ];  // Γ, then −β k ⊙ e^Γ
+  float R[kC * kLdS];  // β v, then R
+  float Vn[kC * kLdS];  // A_kk (until Tinv is made), then Ṽ
+  float Aqk[kC * kLdA], Tinv[kC * kLdA];
+  float X[3 * kSub * kSub];  // the inverse's off-diagonal products
+  float beta[kC], gn[kKP], egn[kKP];  // β; Γ_n and e^{Γ_n}
+};
+static_assert(kC * kLdA <= kC * kLdS, "A_kk lives in the Ṽ buffer");
+
+struct Seg {
+  int64_t t0, n;  // token rows of the step
+  float* S;       // [H, K, V]
+};
+
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  const float r = x - __uint_as_float(hi);
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
+}
+
+__device__ __forceinline__ void mma8(float* c, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// One k-step of 8: acc[mt][nt] += A[m0+16mt …, k … k+8) · B[k … k+8, n0+8nt …) with the
+// operands split hi + lo. a(r, c) / b(r, c) read the operands (they may compute them).
+template <int MT, int NT, typename FA, typename FB>
+__device__ __forceinline__ void mma_step(float (&acc)[MT][NT][4], const FA& a, const FB& b,
+                                         int m0, int n0, int k) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  uint32_t ah[MT][4], al[MT][4], bh[NT][2], bl[NT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int r = m0 + 16 * mt + g;
+    split_tf32(a(r, k + t), ah[mt][0], al[mt][0]);
+    split_tf32(a(r + 8, k + t), ah[mt][1], al[mt][1]);
+    split_tf32(a(r, k + t + 4), ah[mt][2], al[mt][2]);
+    split_tf32(a(r + 8, k + t + 4), ah[mt][3], al[mt][3]);
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int n = n0 + 8 * nt + g;
+    split_tf32(b(k + t, n), bh[nt][0], bl[nt][0]);
+    split_tf32(b(k + t + 4, n), bh[nt][1], bl[nt][1]);
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      mma8(acc[mt][nt], ah[mt], bl[nt]);
+      mma8(acc[mt][nt], al[mt], bh[nt]);
+      mma8(acc[mt][nt], ah[mt], bh[nt]);
+    }
+  }
+}
+
+template <int MT, int NT, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const FA& a, const FB& b, int m0,
+                                         int n0, int k0, int k1) {
+  for (int k = k0; k < k1; k += 8) mma_step(acc, a, b, m0, n0, k);
+}
+
+// Visits the accumulator elements: f(mt, nt, e, row, col).
+template <int MT, int NT, typename F>
+__device__ __forceinline__ void for_acc(int m0, int n0, F&& f) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f(mt, nt, e, m0 + 16 * mt + g + 8 * (e / 2), n0 + 8 * nt + 2 * t + e % 2);
+    }
+  }
+}
+
+struct Dims {
+  int H, K, V;
+};
+
+// Loads the chunk's rows [t, t+n) (zeros past n and past K / V); g summed into Γ on the way
+// (thread: one channel, one half of the rows), R = β v.
+__device__ void load_chunk(Smem& sm, const KdaInputs& in, Dims d, int64_t t, int n, int h, int j0) {
+  const int tid = threadIdx.x;
+  for (int e = tid; e < kC * kKP; e += kThreads) {
+    const int r = e / kKP, i = e % kKP;
+    const bool ok = r < n && i < d.K;
+    const int64_t gi = ((t + r) * d.H + h) * d.K + i;
+    sm.q[r * kLdQ + i] = ok ? in.q[gi] : 0.0f;
+    sm.k[r * kLdQ + i] = ok ? in.k[gi] : 0.0f;
+  }
+  if (tid < kC) sm.beta[tid] = tid < n ? in.beta[(t + tid) * d.H + h] : 0.0f;
+  {
+    const int i = tid % kKP, r0 = (tid / kKP) * (kC / 2);
+    float acc = 0;
+    for (int r = r0; r < r0 + kC / 2; ++r) {
+      const bool ok = r < n && i < d.K;
+      acc += ok ? in.g[((t + r) * d.H + h) * d.K + i] : 0.0f;
+      sm.G[r * kLdQ + i] = acc;
+    }
+  }
+  __syncthreads();  // β is read below
+  for (int e = tid; e < kC * kVT; e += kThreads) {
+    const int r = e / kVT, j = e % kVT;
+    const bool ok = r < n && j0 + j < d.V;
+    sm.R[r * kLdS + j] = ok ? sm.beta[r] * in.v[((t + r) * d.H + h) * d.V + j0 + j] : 0.0f;
+  }
+  if (tid >= kKP) {  // the second half of the rows continues the first's sum
+    const int i = tid - kKP;
+    const float base = sm.G[(kC / 2 - 1) * kLdQ + i];
+    for (int r = kC / 2; r < kC; ++r) sm.G[r * kLdQ + i] += base;
+    sm.gn[i] = sm.G[(kC - 1) * kLdQ + i];
+    sm.egn[i] = __expf(sm.gn[i]);
+  }
+}
+
+// Off-diagonal sub-chunk blocks of A_kk and A_qk: rows of sub-chunk a, columns s < a0 = 16a,
+// as (x_r e^{Γ_r−Γ_a0}) · (k_s e^{Γ_a0−Γ_s}) on the tensor cores. 12 tiles of 16×8.
+__device__ void a_offdiag(Smem& sm) {
+  const int warp = threadIdx.x / 32;
+  for (int task = warp; task < 12; task += kThreads / 32) {
+    const int a = task < 2 ? 1 : task < 6 ? 2 : 3;
+    const int nt = task - (a == 1 ? 0 : a == 2 ? 2 : 6), a0 = kSub * a;
+    const float* G0 = sm.G + a0 * kLdQ;
+    const float* k = sm.k;
+    const float* q = sm.q;
+    const float* G = sm.G;
+    auto kl = [&](int r, int i) { return k[(a0 + r) * kLdQ + i] * __expf(G[(a0 + r) * kLdQ + i] - G0[i]); };
+    auto ql = [&](int r, int i) { return q[(a0 + r) * kLdQ + i] * __expf(G[(a0 + r) * kLdQ + i] - G0[i]); };
+    auto kr = [&](int i, int s) { return k[s * kLdQ + i] * __expf(G0[i] - G[s * kLdQ + i]); };
+    float akk[1][1][4] = {}, aqk[1][1][4] = {};
+    for (int i = 0; i < kKP; i += 8) {
+      mma_step(akk, kl, kr, 0, 8 * nt, i);
+      mma_step(aqk, ql, kr, 0, 8 * nt, i);
+    }
+    for_acc<1, 1>(0, 8 * nt, [&](int, int, int e, int r, int s) {
+      sm.Vn[(a0 + r) * kLdA + s] = akk[0][0][e];
+      sm.Aqk[(a0 + r) * kLdA + s] = aqk[0][0][e];
+    });
+  }
+}
+
+// Diagonal sub-chunk blocks, one exp per pair and channel (the decay between two tokens of
+// one sub-chunk is never factorised): a warp per row, lanes over the channels.
+__device__ void a_diag(Smem& sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < kC; r += kThreads / 32) {
+    const int a0 = r / kSub * kSub;
+    const float* kr = sm.k + r * kLdQ;
+    const float* qr = sm.q + r * kLdQ;
+    const float* Gr = sm.G + r * kLdQ;
+    for (int s = a0; s < a0 + kSub; ++s) {
+      float kk = 0, qk = 0;
+      if (s <= r) {
+        const float* ks = sm.k + s * kLdQ;
+        const float* Gs = sm.G + s * kLdQ;
+#pragma unroll
+        for (int i = lane; i < kKP; i += 32) {
+          const float x = ks[i] * __expf(Gr[i] - Gs[i]);
+          kk += kr[i] * x;
+          qk += qr[i] * x;
+        }
+#pragma unroll
+        for (int m = 16; m >= 1; m /= 2) {
+          kk += __shfl_xor_sync(0xffffffffu, kk, m);
+          qk += __shfl_xor_sync(0xffffffffu, qk, m);
+        }
+      }
+      if (lane == 0) {
+        sm.Vn[r * kLdA + s] = s < r ? kk : 0.0f;
+        sm.Aqk[r * kLdA + s] = qk;  // zero above the diagonal
+      }
+    }
+  }
+}
+
+// Inverses of the diagonal 16×16 blocks of I + Diag(β) A_kk by substitution: 4 threads per
+// column (adjacent lanes), rows in order.
+__device__ void inverse_diag(Smem& sm) {
+  const int tid = threadIdx.x, p = tid % 4, c = (tid / 4) % kSub, a0 = tid / 64 * kSub;
+  const int col = a0 + c;
+  const float* A = sm.Vn;
+  float* T = sm.Tinv;
+  if (p == 0) {
+    for (int r = 0; r < kSub; ++r) T[(a0 + r) * kLdA + col] = r == c ? 1.0f : 0.0f;
+  }
+  __syncwarp();
+  for (int r = 1; r < kSub; ++r) {
+    float s = 0;
+    for (int m = c + p; m < r; m += 4) s += A[(a0 + r) * kLdA + a0 + m] * T[(a0 + m) * kLdA + col];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    if (p == 0 && r > c) T[(a0 + r) * kLdA + col] = -sm.beta[a0 + r] * s;
+    __syncwarp();
+  }
+}
+
+// The off-diagonal blocks of Tinv, by distance d from the diagonal:
+//   T_ab = −T_aa Σ_{c=b}^{a−1} Diag(β_a) A_ac T_cb   (b = a − d).
+__device__ void inverse_offdiag(Smem& sm) {
+  const int i = threadIdx.x / kSub, j = threadIdx.x % kSub;
+  const float* A = sm.Vn;
+  float* T = sm.Tinv;
+  for (int d = 1; d < kC / kSub; ++d) {
+    for (int a = d; a < kC / kSub; ++a) {
+      const int b = a - d, r = a * kSub + i;
+      float x = 0;
+      for (int m = b * kSub; m < a * kSub; ++m) x += A[r * kLdA + m] * T[m * kLdA + b * kSub + j];
+      sm.X[(a - d) * kSub * kSub + i * kSub + j] = sm.beta[r] * x;
+    }
+    __syncthreads();
+    for (int a = d; a < kC / kSub; ++a) {
+      const int b = a - d, r = a * kSub + i;
+      const float* X = sm.X + (a - d) * kSub * kSub;
+      float y = 0;
+      for (int m = 0; m < kSub; ++m) y += T[r * kLdA + a * kSub + m] * X[m * kSub + j];
+      T[r * kLdA + b * kSub + j] = -y;
+    }
+    __syncthreads();
+  }
+}
+
+// q ← q ⊙ e^Γ, G ← −β k ⊙ e^Γ, k ← k ⊙ e^{Γ_n−Γ}.
+__device__ void gate_rows(Smem& sm) {
+  for (int e = threadIdx.x; e < kC * kKP; e += kThreads) {
+    const int r = e / kKP, i = e % kKP, x = r * kLdQ + i;
+    const float G = sm.G[x], e1 = __expf(G), e2 = __expf(sm.gn[i] - G);
+    const float kv = sm.k[x];
+    sm.q[x] *= e1;
+    sm.G[x] = -sm.beta[r] * kv * e1;
+    sm.k[x] = kv * e2;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    kda_chunks(const KdaInputs in, const Seg* segs, Dims d, float* o) {
+  extern __shared__ float4 smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  const int vtiles = (d.V + kVT - 1) / kVT;
+  const int h = blockIdx.y, j0 = static_cast<int>(blockIdx.x % vtiles) * kVT;
+  const Seg seg = segs[blockIdx.x / vtiles];
+  const int tid = threadIdx.x, warp = tid / 32;
+  float* Sg = seg.S + static_cast<int64_t>(h) * d.K * d.V;
+  for (int e = tid; e < kKP * kVT; e += kThreads) {
+    const int i = e / kVT, j = e % kVT;
+    sm.S[i * kLdS + j] = i < d.K && j0 + j < d.V ? Sg[static_cast<int64_t>(i) * d.V + j0 + j] : 0.0f;
+  }
+  // Warp tiles: rows 16·(warp % 4) of the chunk (its sub-chunk rb), 32 value columns.
+  const int rb = warp % 4, m0 = kSub * rb, n0 = 32 * (warp / 4);
+  for (int64_t c0 = 0; c0 < seg.n; c0 += kC) {
+    const int n = seg.n - c0 < kC ? static_cast<int>(seg.n - c0) : kC;
+    const int64_t t = seg.t0 + c0;
+    __syncthreads();  // the previous chunk is done with every buffer
+    load_chunk(sm, in, d, t, n, h, j0);
+    __syncthreads();
+    a_offdiag(sm);
+    a_diag(sm);
+    __syncthreads();
+    inverse_diag(sm);
+    gate_rows(sm);
+    __syncthreads();
+    inverse_offdiag(sm);  // ends with a barrier
+    {  // R = β V + (−β k e^Γ) S, in place
+      float acc[1][4][4];
+      for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int j) { acc[0][nt][e] = sm.R[r * kLdS + j]; });
+      warp_mma(acc, [&](int r, int i) { return sm.G[r * kLdQ + i]; },
+               [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
+      for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int j) { sm.R[r * kLdS + j] = acc[0][nt][e]; });
+    }
+    __syncthreads();
+    {  // Ṽ = Tinv R (block lower triangular: sub-chunk rb needs columns < 16 (rb + 1))
+      float acc[1][4][4] = {};
+      warp_mma(acc, [&](int r, int s) { return sm.Tinv[r * kLdA + s]; },
+               [&](int s, int j) { return sm.R[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
+      for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int j) { sm.Vn[r * kLdS + j] = acc[0][nt][e]; });
+    }
+    __syncthreads();
+    {  // O = (q e^Γ) S + A_qk Ṽ
+      float acc[1][4][4] = {};
+      warp_mma(acc, [&](int r, int i) { return sm.q[r * kLdQ + i]; },
+               [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
+      warp_mma(acc, [&](int r, int s) { return sm.Aqk[r * kLdA + s]; },
+               [&](int s, int j) { return sm.Vn[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
+      for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int j) {
+        if (r < n && j0 + j < d.V) o[((t + r) * d.H + h) * d.V + j0 + j] = acc[0][nt][e];
+      });
+    }
+    __syncthreads();  // S is read above
+    {  // S ← Diag(e^{Γ_n}) S + (k e^{Γ_n−Γ})ᵀ Ṽ: warp rows 32·(warp % 4)
+      const int i0 = 32 * rb;
+      float acc[2][4][4];
+      for_acc<2, 4>(i0, n0, [&](int mt, int nt, int e, int i, int j) {
+        acc[mt][nt][e] = sm.egn[i] * sm.S[i * kLdS + j];
+      });
+      warp_mma(acc, [&](int i, int r) { return sm.k[r * kLdQ + i]; },
+               [&](int r, int j) { return sm.Vn[r * kLdS + j]; }, i0, n0, 0, kC);
+      for_acc<2, 4>(i0, n0, [&](int mt, int nt, int e, int i, int j) { sm.S[i * kLdS + j] = acc[mt][nt][e]; });
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < kKP * kVT; e += kThreads) {
+    const int i = e / kVT, j = e % kVT;
+    if (i < d.K && j0 + j < d.V) Sg[static_cast<int64_t>(i) * d.V + j0 + j] = sm.S[i * kLdS + j];
+  }
+}
+
+void launch_chunks(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShape s, float* o) {
+  const int smem = static_cast<int>(sizeof(Smem));
+  static bool configured = false;
+  if (!configured) {
+    cuda::check_cuda(cudaFuncSetAttribute(kda_chunks, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                     "kda_chunked smem attribute");
+    configured = true;
+  }
+  const int64_t vtiles = (s.V + kVT - 1) / kVT;
+  check(n_segs * vtiles < (int64_t{1} << 31) && s.H <= 65535, "kda_chunked (cuda): grid too large");
+  const dim3 grid(static_cast<unsigned>(n_segs * vtiles), static_cast<unsigned>(s.H));
+  const Dims dims{static_cast<int>(s.H), static_cast<int>(s.K), static_cast<int>(s.V)};
+  kda_chunks<<<grid, kThreads, smem, stream()>>>(d, dsegs, dims, o);
+  check_launch("kda_chunked");
+}
+
+}  // namespace
+
+void kda_chunked_batch_cuda(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
+                            float* o) {
+  if (n == 0 || s.H == 0) return;
+  check(s.K >= 1 && s.V >= 1, "kda_chunked (cuda): K ", s.K, ", V ", s.V);
+  if (s.K > kKP) {  // wider keys than the chunk kernel holds: the token-serial kernel
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = seqs[i].t0 * s.H;
+      const KdaInputs in{all.q + r * s.K, all.k + r * s.K, all.v + r * s.V, all.g + r * s.K,
+                         all.beta + r};
+      kda_recurrent_cuda(in, {seqs[i].n, s.H, s.K, s.V}, seqs[i].S, o + r * s.V);
+    }
+    return;
+  }
+  Args a;
+  int64_t T = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    check(seqs[i].t0 >= 0 && seqs[i].n >= 0, "kda_chunked (cuda): sequence ", i, " rows");
+    T = std::max(T, seqs[i].t0 + seqs[i].n);
+  }
+  const int64_t th = T * s.H;
+  const KdaInputs d{a.in(all.q, th * s.K), a.in(all.k, th * s.K), a.in(all.v, th * s.V),
+                    a.in(all.g, th * s.K), a.in(all.beta, th)};
+  float* dout = a.inout(o, th * s.V);  // rows of other sequences are kept
+  std::vector<Seg> segs;
+  segs.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (seqs[i].n == 0) continue;  // an empty sequence keeps its state
+    segs.push_back({seqs[i].t0, seqs[i].n, a.inout(seqs[i].S, s.H * s.K * s.V)});
+  }
+  if (segs.empty()) return;
+  launch_chunks(d, a.host_array(segs.data(), segs.size()), static_cast<int64_t>(segs.size()), s,
+                dout);
+}
+
+void kda_chunked_cuda(const KdaInputs& in, KdaShape s, float* S, float* o) {
+  const KdaBatchSeq seq{0, s.T, S};
+  kda_chunked_batch_cuda(in, &seq, 1, s, o);
+}
+
+}  // namespace k3
