@@ -406,9 +406,11 @@ int bench_ops() {
   }
   if (section("kda")) {
     std::printf("== kda\n");
-    kda_decode_case(1, rng);
-    kda_decode_case(16, rng);
-    kda_decode_case(64, rng);
+    if (std::getenv("K3_BENCH_KDA_PREFILL_ONLY") == nullptr) {  // (for a profiler run)
+      kda_decode_case(1, rng);
+      kda_decode_case(16, rng);
+      kda_decode_case(64, rng);
+    }
     kda_prefill_case("kda prefill T=8192 H=96 K=V=128", {8192}, true, rng);
     kda_prefill_case("kda prefill 16 seqs, 32K tokens (varlen)",
                      {1000, 3096, 1500, 2596, 2047, 2049, 700, 3396, 1900, 2196, 2500, 1596, 3000,

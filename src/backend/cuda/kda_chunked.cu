@@ -12,6 +12,8 @@
 // The matrix products run on the tensor cores (mma.sync m16n8k8 tf32) with every operand split
 // as tf32 hi + lo and hi·hi + hi·lo + lo·hi accumulated in fp32 (fp32-grade, ~2^-21 per
 // product): the op is held to the fp32 recurrence's tolerance.
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -44,10 +46,13 @@ struct Smem {
   float R[kC * kLdS];  // β v, then R
   float Vn[kC * kLdS];  // A_kk (until Tinv is made), then Ṽ
   float Aqk[kC * kLdA], Tinv[kC * kLdA];
-  float X[3 * kSub * kSub];  // the inverse's off-diagonal products
-  float beta[kC], gn[kKP], egn[kKP];  // β; Γ_n and e^{Γ_n}
+  __nv_bfloat16 Glo[kC * kKP];  // Γ − G (the low part of Γ)
+  float X[3 * kSub * kSub];     // the inverse's off-diagonal products
+  float beta[kC], gn[kKP], gnlo[kKP], egn[kKP];  // β; Γ_n (hi, lo) and e^{Γ_n}
+  int spread[kC / kSub];        // per sub-chunk: max over channels of Γ_a0 − Γ_a1−1 (float bits)
 };
 static_assert(kC * kLdA <= kC * kLdS, "A_kk lives in the Ṽ buffer");
+static_assert(sizeof(Smem) <= 227 * 1024, "one block per SM: 227 KB of shared memory");
 
 struct Seg {
   int64_t t0, n;  // token rows of the step
@@ -124,85 +129,147 @@ struct Dims {
   int H, K, V;
 };
 
-// Loads the chunk's rows [t, t+n) (zeros past n and past K / V); g summed into Γ on the way
-// (thread: one channel, one half of the rows), R = β v.
-__device__ void load_chunk(Smem& sm, const KdaInputs& in, Dims d, int64_t t, int n, int h, int j0) {
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(ok ? 16 : 0));  // src-size 0: 16 zero bytes
+}
+
+// Loads the chunk's rows [t, t+n) raw (zeros past n and past K / V): q, k, g (into G), v
+// (into R). `vec`: K and V multiples of 4 and 16-byte aligned rows, all copies in flight at
+// once (cp.async); else one float per thread and step.
+__device__ void load_chunk(Smem& sm, const KdaInputs& in, Dims d, int64_t t, int n, int h, int j0,
+                           bool vec) {
   const int tid = threadIdx.x;
+  if (tid < kC) sm.beta[tid] = tid < n ? in.beta[(t + tid) * d.H + h] : 0.0f;
+  if (tid < kC / kSub) sm.spread[tid] = 0;
+  if (vec) {
+    for (int e = tid; e < kC * kKP / 4; e += kThreads) {
+      const int r = e / (kKP / 4), i = e % (kKP / 4) * 4;
+      const bool ok = r < n && i < d.K;
+      const int64_t gi = ok ? ((t + r) * d.H + h) * d.K + i : 0;
+      cp_async16(sm.q + r * kLdQ + i, in.q + gi, ok);
+      cp_async16(sm.k + r * kLdQ + i, in.k + gi, ok);
+      cp_async16(sm.G + r * kLdQ + i, in.g + gi, ok);
+    }
+    for (int e = tid; e < kC * kVT / 4; e += kThreads) {
+      const int r = e / (kVT / 4), j = e % (kVT / 4) * 4;
+      const bool ok = r < n && j0 + j < d.V;
+      cp_async16(sm.R + r * kLdS + j, in.v + (ok ? ((t + r) * d.H + h) * d.V + j0 + j : 0), ok);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_all;\n" ::);
+    return;
+  }
   for (int e = tid; e < kC * kKP; e += kThreads) {
     const int r = e / kKP, i = e % kKP;
     const bool ok = r < n && i < d.K;
     const int64_t gi = ((t + r) * d.H + h) * d.K + i;
     sm.q[r * kLdQ + i] = ok ? in.q[gi] : 0.0f;
     sm.k[r * kLdQ + i] = ok ? in.k[gi] : 0.0f;
+    sm.G[r * kLdQ + i] = ok ? in.g[gi] : 0.0f;
   }
-  if (tid < kC) sm.beta[tid] = tid < n ? in.beta[(t + tid) * d.H + h] : 0.0f;
-  {
-    const int i = tid % kKP, r0 = (tid / kKP) * (kC / 2);
-    float acc = 0;
-    for (int r = r0; r < r0 + kC / 2; ++r) {
-      const bool ok = r < n && i < d.K;
-      acc += ok ? in.g[((t + r) * d.H + h) * d.K + i] : 0.0f;
-      sm.G[r * kLdQ + i] = acc;
-    }
-  }
-  __syncthreads();  // β is read below
   for (int e = tid; e < kC * kVT; e += kThreads) {
     const int r = e / kVT, j = e % kVT;
     const bool ok = r < n && j0 + j < d.V;
-    sm.R[r * kLdS + j] = ok ? sm.beta[r] * in.v[((t + r) * d.H + h) * d.V + j0 + j] : 0.0f;
-  }
-  if (tid >= kKP) {  // the second half of the rows continues the first's sum
-    const int i = tid - kKP;
-    const float base = sm.G[(kC / 2 - 1) * kLdQ + i];
-    for (int r = kC / 2; r < kC; ++r) sm.G[r * kLdQ + i] += base;
-    sm.gn[i] = sm.G[(kC - 1) * kLdQ + i];
-    sm.egn[i] = __expf(sm.gn[i]);
+    sm.R[r * kLdS + j] = ok ? in.v[((t + r) * d.H + h) * d.V + j0 + j] : 0.0f;
   }
 }
 
-// Off-diagonal sub-chunk blocks of A_kk and A_qk: rows of sub-chunk a, columns s < a0 = 16a,
-// as (x_r e^{Γ_r−Γ_a0}) · (k_s e^{Γ_a0−Γ_s}) on the tensor cores. 12 tiles of 16×8.
-__device__ void a_offdiag(Smem& sm) {
+// Γ = cumsum g in double (as the CPU form), kept as float hi (G) + bf16 lo (Glo): differences
+// of two Γ keep ~32 bits however large Γ grows (g down to −40 makes |Γ| ~ 2500 in a chunk,
+// where plain fp32 would leave e^{Γ_r−Γ_s} with a 1e-4 error). Thread: one channel, one half
+// of the rows. Then Γ_n, e^{Γ_n} and each sub-chunk's decay spread.
+__device__ void gamma_cumsum(Smem& sm) {
+  const int tid = threadIdx.x, i = tid % kKP, r0 = (tid / kKP) * (kC / 2);
+  auto put = [&](int r, double x) {
+    const float hi = static_cast<float>(x);
+    sm.G[r * kLdQ + i] = hi;
+    sm.Glo[r * kKP + i] = __float2bfloat16(static_cast<float>(x - hi));
+  };
+  auto get = [&](int r) {
+    return static_cast<double>(sm.G[r * kLdQ + i]) + __bfloat162float(sm.Glo[r * kKP + i]);
+  };
+  double acc = 0;
+  for (int r = r0; r < r0 + kC / 2; ++r) {
+    acc += sm.G[r * kLdQ + i];
+    put(r, acc);
+  }
+  __syncthreads();
+  if (tid >= kKP) {  // the second half of the rows continues the first's sum
+    const double base = get(kC / 2 - 1);
+    for (int r = kC / 2; r < kC; ++r) put(r, get(r) + base);
+    sm.gn[i] = sm.G[(kC - 1) * kLdQ + i];
+    sm.gnlo[i] = __bfloat162float(sm.Glo[(kC - 1) * kKP + i]);
+    sm.egn[i] = __expf(sm.gn[i]);
+  }
+  __syncthreads();
+  if (tid < kKP) {
+    for (int a = 0; a < kC / kSub; ++a) {
+      const float sp = sm.G[a * kSub * kLdQ + i] - sm.G[(a * kSub + kSub - 1) * kLdQ + i];
+      atomicMax(&sm.spread[a], __float_as_int(fmaxf(sp, 0.0f)));  // ≥ 0: int order = float order
+    }
+  }
+}
+
+// Γ_r − Γ_s on channel i.
+__device__ __forceinline__ float gdiff(const Smem& sm, int r, int s, int i) {
+  return (sm.G[r * kLdQ + i] - sm.G[s * kLdQ + i]) +
+         (__bfloat162float(sm.Glo[r * kKP + i]) - __bfloat162float(sm.Glo[s * kKP + i]));
+}
+
+// e^{±80} is a normal float: a sub-chunk whose decay spread stays under it is factorised.
+constexpr float kMaxSpread = 80.0f;
+
+__device__ __forceinline__ bool factorised(const Smem& sm, int a) {
+  return __int_as_float(sm.spread[a]) <= kMaxSpread;
+}
+
+// A_kk and A_qk by 16×8 tiles on the tensor cores: rows of sub-chunk a, columns s < a0 + 16, as
+// (x_r e^{Γ_r−Γ_a0}) · (k_s e^{Γ_a0−Γ_s}). Both factors ≤ 1 for s < a0; inside the diagonal
+// block the second is ≤ e^{spread}, so a diagonal block is done here only when its sub-chunk
+// is factorised (else by a_diag). Task (a, nt): 2a + 2 tiles for sub-chunk a, 20 in all.
+__device__ void a_tiles(Smem& sm) {
   const int warp = threadIdx.x / 32;
-  for (int task = warp; task < 12; task += kThreads / 32) {
-    const int a = task < 2 ? 1 : task < 6 ? 2 : 3;
-    const int nt = task - (a == 1 ? 0 : a == 2 ? 2 : 6), a0 = kSub * a;
-    const float* G0 = sm.G + a0 * kLdQ;
+  for (int task = warp; task < 20; task += kThreads / 32) {
+    const int a = task < 2 ? 0 : task < 6 ? 1 : task < 12 ? 2 : 3;
+    const int nt = task - (a == 0 ? 0 : a == 1 ? 2 : a == 2 ? 6 : 12), a0 = kSub * a;
+    const bool diag = nt >= 2 * a;
+    if (diag && !factorised(sm, a)) continue;
     const float* k = sm.k;
     const float* q = sm.q;
-    const float* G = sm.G;
-    auto kl = [&](int r, int i) { return k[(a0 + r) * kLdQ + i] * __expf(G[(a0 + r) * kLdQ + i] - G0[i]); };
-    auto ql = [&](int r, int i) { return q[(a0 + r) * kLdQ + i] * __expf(G[(a0 + r) * kLdQ + i] - G0[i]); };
-    auto kr = [&](int i, int s) { return k[s * kLdQ + i] * __expf(G0[i] - G[s * kLdQ + i]); };
+    auto kl = [&](int r, int i) { return k[(a0 + r) * kLdQ + i] * __expf(gdiff(sm, a0 + r, a0, i)); };
+    auto ql = [&](int r, int i) { return q[(a0 + r) * kLdQ + i] * __expf(gdiff(sm, a0 + r, a0, i)); };
+    auto kr = [&](int i, int s) { return k[s * kLdQ + i] * __expf(gdiff(sm, a0, s, i)); };
     float akk[1][1][4] = {}, aqk[1][1][4] = {};
     for (int i = 0; i < kKP; i += 8) {
       mma_step(akk, kl, kr, 0, 8 * nt, i);
       mma_step(aqk, ql, kr, 0, 8 * nt, i);
     }
     for_acc<1, 1>(0, 8 * nt, [&](int, int, int e, int r, int s) {
-      sm.Vn[(a0 + r) * kLdA + s] = akk[0][0][e];
-      sm.Aqk[(a0 + r) * kLdA + s] = aqk[0][0][e];
+      const int row = a0 + r;
+      sm.Vn[row * kLdA + s] = s < row ? akk[0][0][e] : 0.0f;
+      sm.Aqk[row * kLdA + s] = s <= row ? aqk[0][0][e] : 0.0f;
     });
   }
 }
 
-// Diagonal sub-chunk blocks, one exp per pair and channel (the decay between two tokens of
-// one sub-chunk is never factorised): a warp per row, lanes over the channels.
+// Diagonal blocks of sub-chunks too strong to factorise, one exp per pair and channel: a warp
+// per row, lanes over the channels.
 __device__ void a_diag(Smem& sm) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r = warp; r < kC; r += kThreads / 32) {
     const int a0 = r / kSub * kSub;
+    if (factorised(sm, r / kSub)) continue;
     const float* kr = sm.k + r * kLdQ;
     const float* qr = sm.q + r * kLdQ;
-    const float* Gr = sm.G + r * kLdQ;
     for (int s = a0; s < a0 + kSub; ++s) {
       float kk = 0, qk = 0;
       if (s <= r) {
         const float* ks = sm.k + s * kLdQ;
-        const float* Gs = sm.G + s * kLdQ;
 #pragma unroll
         for (int i = lane; i < kKP; i += 32) {
-          const float x = ks[i] * __expf(Gr[i] - Gs[i]);
+          const float x = ks[i] * __expf(gdiff(sm, r, s, i));
           kk += kr[i] * x;
           qk += qr[i] * x;
         }
@@ -250,17 +317,24 @@ __device__ void inverse_offdiag(Smem& sm) {
   for (int d = 1; d < kC / kSub; ++d) {
     for (int a = d; a < kC / kSub; ++a) {
       const int b = a - d, r = a * kSub + i;
-      float x = 0;
-      for (int m = b * kSub; m < a * kSub; ++m) x += A[r * kLdA + m] * T[m * kLdA + b * kSub + j];
-      sm.X[(a - d) * kSub * kSub + i * kSub + j] = sm.beta[r] * x;
+      float x[4] = {};  // four independent chains
+      for (int m = b * kSub; m < a * kSub; m += 4) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) x[u] += A[r * kLdA + m + u] * T[(m + u) * kLdA + b * kSub + j];
+      }
+      sm.X[(a - d) * kSub * kSub + i * kSub + j] = sm.beta[r] * ((x[0] + x[1]) + (x[2] + x[3]));
     }
     __syncthreads();
     for (int a = d; a < kC / kSub; ++a) {
       const int b = a - d, r = a * kSub + i;
       const float* X = sm.X + (a - d) * kSub * kSub;
-      float y = 0;
-      for (int m = 0; m < kSub; ++m) y += T[r * kLdA + a * kSub + m] * X[m * kSub + j];
-      T[r * kLdA + b * kSub + j] = -y;
+      float y[4] = {};
+#pragma unroll
+      for (int m = 0; m < kSub; m += 4) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) y[u] += T[r * kLdA + a * kSub + m + u] * X[(m + u) * kSub + j];
+      }
+      T[r * kLdA + b * kSub + j] = -((y[0] + y[1]) + (y[2] + y[3]));
     }
     __syncthreads();
   }
@@ -270,7 +344,7 @@ __device__ void inverse_offdiag(Smem& sm) {
 __device__ void gate_rows(Smem& sm) {
   for (int e = threadIdx.x; e < kC * kKP; e += kThreads) {
     const int r = e / kKP, i = e % kKP, x = r * kLdQ + i;
-    const float G = sm.G[x], e1 = __expf(G), e2 = __expf(sm.gn[i] - G);
+    const float G = sm.G[x], e1 = __expf(G), e2 = __expf((sm.gn[i] - G) + (sm.gnlo[i] - __bfloat162float(sm.Glo[r * kKP + i])));
     const float kv = sm.k[x];
     sm.q[x] *= e1;
     sm.G[x] = -sm.beta[r] * kv * e1;
@@ -279,7 +353,7 @@ __device__ void gate_rows(Smem& sm) {
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    kda_chunks(const KdaInputs in, const Seg* segs, Dims d, float* o) {
+    kda_chunks(const KdaInputs in, const Seg* segs, Dims d, bool vec, float* o) {
   extern __shared__ float4 smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const int vtiles = (d.V + kVT - 1) / kVT;
@@ -297,18 +371,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int n = seg.n - c0 < kC ? static_cast<int>(seg.n - c0) : kC;
     const int64_t t = seg.t0 + c0;
     __syncthreads();  // the previous chunk is done with every buffer
-    load_chunk(sm, in, d, t, n, h, j0);
+    load_chunk(sm, in, d, t, n, h, j0, vec);
     __syncthreads();
-    a_offdiag(sm);
+    gamma_cumsum(sm);
+    __syncthreads();
+    a_tiles(sm);
     a_diag(sm);
     __syncthreads();
     inverse_diag(sm);
     gate_rows(sm);
     __syncthreads();
     inverse_offdiag(sm);  // ends with a barrier
-    {  // R = β V + (−β k e^Γ) S, in place
+    {  // R = β V + (−β k e^Γ) S, in place (v raw in R until here)
       float acc[1][4][4];
-      for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int j) { acc[0][nt][e] = sm.R[r * kLdS + j]; });
+      for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int j) {
+        acc[0][nt][e] = sm.beta[r] * sm.R[r * kLdS + j];
+      });
       warp_mma(acc, [&](int r, int i) { return sm.G[r * kLdQ + i]; },
                [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
       for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int j) { sm.R[r * kLdS + j] = acc[0][nt][e]; });
@@ -362,7 +440,9 @@ void launch_chunks(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShap
   check(n_segs * vtiles < (int64_t{1} << 31) && s.H <= 65535, "kda_chunked (cuda): grid too large");
   const dim3 grid(static_cast<unsigned>(n_segs * vtiles), static_cast<unsigned>(s.H));
   const Dims dims{static_cast<int>(s.H), static_cast<int>(s.K), static_cast<int>(s.V)};
-  kda_chunks<<<grid, kThreads, smem, stream()>>>(d, dsegs, dims, o);
+  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = s.K % 4 == 0 && s.V % 4 == 0 && al(d.q) && al(d.k) && al(d.g) && al(d.v);
+  kda_chunks<<<grid, kThreads, smem, stream()>>>(d, dsegs, dims, vec, o);
   check_launch("kda_chunked");
 }
 
