@@ -225,31 +225,46 @@ __device__ __forceinline__ bool factorised(const Smem& sm, int a) {
   return __int_as_float(sm.spread[a]) <= kMaxSpread;
 }
 
-// A_kk and A_qk by 16×8 tiles on the tensor cores: rows of sub-chunk a, columns s < a0 + 16, as
+// A_kk and A_qk on the tensor cores: rows of sub-chunk a, columns s < a0 + 16, as
 // (x_r e^{Γ_r−Γ_a0}) · (k_s e^{Γ_a0−Γ_s}). Both factors ≤ 1 for s < a0; inside the diagonal
 // block the second is ≤ e^{spread}, so a diagonal block is done here only when its sub-chunk
-// is factorised (else by a_diag). Task (a, nt): 2a + 2 tiles for sub-chunk a, 20 in all.
+// is factorised (else by a_diag). Task (a, p): the 16×16 column block p ≤ a of sub-chunk a
+// (10 tasks); per k-step one exp serves k_r and q_r, one serves both products' B operand.
 __device__ void a_tiles(Smem& sm) {
-  const int warp = threadIdx.x / 32;
-  for (int task = warp; task < 20; task += kThreads / 32) {
-    const int a = task < 2 ? 0 : task < 6 ? 1 : task < 12 ? 2 : 3;
-    const int nt = task - (a == 0 ? 0 : a == 1 ? 2 : a == 2 ? 6 : 12), a0 = kSub * a;
-    const bool diag = nt >= 2 * a;
-    if (diag && !factorised(sm, a)) continue;
-    const float* k = sm.k;
-    const float* q = sm.q;
-    auto kl = [&](int r, int i) { return k[(a0 + r) * kLdQ + i] * __expf(gdiff(sm, a0 + r, a0, i)); };
-    auto ql = [&](int r, int i) { return q[(a0 + r) * kLdQ + i] * __expf(gdiff(sm, a0 + r, a0, i)); };
-    auto kr = [&](int i, int s) { return k[s * kLdQ + i] * __expf(gdiff(sm, a0, s, i)); };
-    float akk[1][1][4] = {}, aqk[1][1][4] = {};
-    for (int i = 0; i < kKP; i += 8) {
-      mma_step(akk, kl, kr, 0, 8 * nt, i);
-      mma_step(aqk, ql, kr, 0, 8 * nt, i);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int task = warp; task < 10; task += kThreads / 32) {
+    const int a = task < 1 ? 0 : task < 3 ? 1 : task < 6 ? 2 : 3;
+    const int p = task - (a == 0 ? 0 : a == 1 ? 1 : a == 2 ? 3 : 6), a0 = kSub * a;
+    if (p == a && !factorised(sm, a)) continue;
+    float akk[2][4] = {}, aqk[2][4] = {};
+    for (int k0 = 0; k0 < kKP; k0 += 8) {
+      uint32_t kh[4], kl[4], qh[4], ql[4], bh[2][2], bl[2][2];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {  // A fragment element e: row g (+8), column t (+4)
+        const int r = a0 + g + 8 * (e % 2), i = k0 + t + 4 * (e / 2);
+        const float x = __expf(gdiff(sm, r, a0, i));
+        split_tf32(sm.k[r * kLdQ + i] * x, kh[e], kl[e]);
+        split_tf32(sm.q[r * kLdQ + i] * x, qh[e], ql[e]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {  // B fragment: row t (+4), column g
+          const int s = kSub * p + 8 * nt + g, i = k0 + t + 4 * e;
+          split_tf32(sm.k[s * kLdQ + i] * __expf(gdiff(sm, a0, s, i)), bh[nt][e], bl[nt][e]);
+        }
+        mma8(akk[nt], kh, bl[nt]);
+        mma8(akk[nt], kl, bh[nt]);
+        mma8(akk[nt], kh, bh[nt]);
+        mma8(aqk[nt], qh, bl[nt]);
+        mma8(aqk[nt], ql, bh[nt]);
+        mma8(aqk[nt], qh, bh[nt]);
+      }
     }
-    for_acc<1, 1>(0, 8 * nt, [&](int, int, int e, int r, int s) {
+    for_acc<1, 2>(0, kSub * p, [&](int, int nt, int e, int r, int s) {
       const int row = a0 + r;
-      sm.Vn[row * kLdA + s] = s < row ? akk[0][0][e] : 0.0f;
-      sm.Aqk[row * kLdA + s] = s <= row ? aqk[0][0][e] : 0.0f;
+      sm.Vn[row * kLdA + s] = s < row ? akk[nt][e] : 0.0f;
+      sm.Aqk[row * kLdA + s] = s <= row ? aqk[nt][e] : 0.0f;
     });
   }
 }
