@@ -226,7 +226,8 @@ void kda_prefill_case(const char* name, const std::vector<int64_t>& lens, bool s
   const int64_t H = 96, K = 128, V = 128, n = static_cast<int64_t>(lens.size());
   int64_t T = 0;
   std::vector<KdaBatchSeq> seqs;
-  float* S = device_pattern(static_cast<size_t>(n * H * K * V), rng, [](float x) { return 0.1f * x; });
+  float* S =
+      device_pattern(static_cast<size_t>(n * H * K * V), rng, [](float x) { return 0.1f * x; });
   for (int64_t i = 0; i < n; ++i) {
     seqs.push_back({T, lens[i], S + i * H * K * V});
     T += lens[i];
@@ -235,17 +236,21 @@ void kda_prefill_case(const char* name, const std::vector<int64_t>& lens, bool s
   auto qk = [unit](float x) { return unit * x; };
   float *q = device_pattern(T * H * K, rng, qk), *k = device_pattern(T * H * K, rng, qk);
   float* v = device_pattern(T * H * V, rng, [](float x) { return x; });
-  float* g = device_pattern(T * H * K, rng, [](float x) { return -std::min(1.0f, 0.05f * std::fabs(x) + 1e-3f); });
+  float* g = device_pattern(T * H * K, rng,
+                            [](float x) { return -std::min(1.0f, 0.05f * std::fabs(x) + 1e-3f); });
   float* beta = device_pattern(T * H, rng, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
   float* o = device_pattern(T * H * V, rng, [](float x) { return x; });
   const KdaInputs in{q, k, v, g, beta};
-  const double ms =
-      median_ms(g_stream, 2, 7, [&] { kda_chunked_batch_cuda(in, seqs.data(), n, {0, H, K, V}, o); });
+  const double ms = median_ms(g_stream, 2, 7, [&] {
+    kda_chunked_batch_cuda(in, seqs.data(), n, {0, H, K, V}, o);
+  });
   std::printf("%-44s %10.3f ms %8.0f tok/s", name, ms, T / (ms * 1e-3));
   if (T == 8192 && n == 1) std::printf("  fla chunk_kda 2.61 ms: %.2fx", 2.61 / ms);
   std::printf("\n");
   if (serial) {  // the token-serial kernel it replaces, same inputs
-    const double ms1 = median_ms(g_stream, 1, 3, [&] { kda_recurrent_cuda(in, {T, H, K, V}, S, o); });
+    const double ms1 = median_ms(g_stream, 1, 3, [&] {
+      kda_recurrent_cuda(in, {T, H, K, V}, S, o);
+    });
     std::printf("%-44s %10.3f ms %8.0f tok/s\n", "  token-serial (kda_recurrent_cuda)", ms1,
                 T / (ms1 * 1e-3));
   }

@@ -28,9 +28,9 @@ int main(int argc, char** argv) {
       const double gbs = argc >= 5 ? std::atof(argv[4]) : 4227.0;
       // K3_BENCH_E2E_PREFILL_ONLY=1: the prefill alone (no decode batches).
       const bool no_decode = std::getenv("K3_BENCH_E2E_PREFILL_ONLY") != nullptr;
-      return k3::bench::bench_e2e(argv[2], prefill,
-                                  no_decode ? std::vector<int64_t>{} : std::vector<int64_t>{1, 16, 64},
-                                  16, gbs);
+      return k3::bench::bench_e2e(
+          argv[2], prefill, no_decode ? std::vector<int64_t>{} : std::vector<int64_t>{1, 16, 64},
+          16, gbs);
     }
     std::fprintf(stderr, "usage: k3-bench-cuda ops | e2e MODEL_DIR [PREFILL] [COPY_GB/S]\n");
     return 1;

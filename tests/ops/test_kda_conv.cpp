@@ -203,8 +203,8 @@ std::vector<OpCase> cases() {
   v.push_back(kda_batch_case({130, 65, 1, 0, 63}, 1, 3, 17, 70));
   v.push_back(kda_batch_case({200, 5}, 3, 1, 128, 128, Gates::strong));
   v.push_back(kda_batch_case({129, 2, 77}, 0, 2, 128, 64, Gates::strong));
-  v.push_back(kda_batch_case({9, 31, 0, 64, 100, 1, 17, 45, 3, 128, 0, 70, 12, 66, 5, 90}, 1, 2,
-                             64, 40));
+  v.push_back(
+      kda_batch_case({9, 31, 0, 64, 100, 1, 17, 45, 3, 128, 0, 70, 12, 66, 5, 90}, 1, 2, 64, 40));
   v.push_back(kda_batch_case({300, 11}, 0, 1, 200, 16));  // K > 128: the token-serial kernel
   for (auto [T, C, W, split] : {std::tuple{1, 5, 4, 0},
                                 {9, 12, 4, 4},

@@ -14,16 +14,16 @@ constexpr int kLdA = kC + 4;   // A_qk, Tinv, A_kk [kC][kLdA]
 
 struct Smem {
   float S[kKP * kLdS];
-  float q[kC * kLdQ];  // q, then q ⊙ e^Γ
-  float k[kC * kLdQ];  // k, then k ⊙ e^{Γ_n−Γ}
-  float G[kC * kLdQ];  // Γ, then −β k ⊙ e^Γ
-  float R[kC * kLdS];  // β v, then R
+  float q[kC * kLdQ];   // q, then q ⊙ e^Γ
+  float k[kC * kLdQ];   // k, then k ⊙ e^{Γ_n−Γ}
+  float G[kC * kLdQ];   // Γ, then −β k ⊙ e^Γ
+  float R[kC * kLdS];   // β v, then R
   float Vn[kC * kLdS];  // A_kk (until Tinv is made), then Ṽ
   float Aqk[kC * kLdA], Tinv[kC * kLdA];
-  __nv_bfloat16 Glo[kC * kKP];  // Γ − G (the low part of Γ)
-  float X[3 * kSub * kSub];     // the inverse's off-diagonal products
+  __nv_bfloat16 Glo[kC * kKP];                   // Γ − G (the low part of Γ)
+  float X[3 * kSub * kSub];                      // the inverse's off-diagonal products
   float beta[kC], gn[kKP], gnlo[kKP], egn[kKP];  // β; Γ_n (hi, lo) and e^{Γ_n}
-  int spread[kC / kSub];        // per sub-chunk: max over channels of Γ_a0 − Γ_a1−1 (float bits)
+  int spread[kC / kSub];  // per sub-chunk: max over channels of Γ_a0 − Γ_a1−1 (float bits)
 };
 static_assert(kC * kLdA <= kC * kLdS, "A_kk lives in the Ṽ buffer");
 static_assert(sizeof(Smem) <= 227 * 1024, "one block per SM: 227 KB of shared memory");
@@ -45,8 +45,8 @@ __device__ __forceinline__ void mma8(float* c, const uint32_t* a, const uint32_t
 // One k-step of 8: acc[mt][nt] += A[m0+16mt …, k … k+8) · B[k … k+8, n0+8nt …) with the
 // operands split hi + lo. a(r, c) / b(r, c) read the operands (they may compute them).
 template <int MT, int NT, typename FA, typename FB>
-__device__ __forceinline__ void mma_step(float (&acc)[MT][NT][4], const FA& a, const FB& b,
-                                         int m0, int n0, int k) {
+__device__ __forceinline__ void mma_step(float (&acc)[MT][NT][4], const FA& a, const FB& b, int m0,
+                                         int n0, int k) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   uint32_t ah[MT][4], al[MT][4], bh[NT][2], bl[NT][2];
 #pragma unroll
@@ -89,7 +89,8 @@ __device__ __forceinline__ void for_acc(int m0, int n0, F&& f) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) f(mt, nt, e, m0 + 16 * mt + g + 8 * (e / 2), n0 + 8 * nt + 2 * t + e % 2);
+      for (int e = 0; e < 4; ++e)
+        f(mt, nt, e, m0 + 16 * mt + g + 8 * (e / 2), n0 + 8 * nt + 2 * t + e % 2);
     }
   }
 }
@@ -335,7 +336,8 @@ __device__ void inverse_offdiag(Smem& sm) {
 __device__ void gate_rows(Smem& sm) {
   for (int e = threadIdx.x; e < kC * kKP; e += kThreads) {
     const int r = e / kKP, i = e % kKP, x = r * kLdQ + i;
-    const float G = sm.G[x], e1 = __expf(G), e2 = __expf((sm.gn[i] - G) + (sm.gnlo[i] - __bfloat162float(sm.Glo[r * kKP + i])));
+    const float G = sm.G[x], e1 = __expf(G),
+                e2 = __expf((sm.gn[i] - G) + (sm.gnlo[i] - __bfloat162float(sm.Glo[r * kKP + i])));
     const float kv = sm.k[x];
     sm.q[x] *= e1;
     sm.G[x] = -sm.beta[r] * kv * e1;
@@ -354,7 +356,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* Sg = seg.S + static_cast<int64_t>(h) * d.K * d.V;
   for (int e = tid; e < kKP * kVT; e += kThreads) {
     const int i = e / kVT, j = e % kVT;
-    sm.S[i * kLdS + j] = i < d.K && j0 + j < d.V ? Sg[static_cast<int64_t>(i) * d.V + j0 + j] : 0.0f;
+    sm.S[i * kLdS + j] =
+        i < d.K && j0 + j < d.V ? Sg[static_cast<int64_t>(i) * d.V + j0 + j] : 0.0f;
   }
   // Warp tiles: rows 16·(warp % 4) of the chunk (its sub-chunk rb), 8·kNT value columns.
   const int rb = warp % 4, m0 = kSub * rb, n0 = 8 * kNT * (warp / 4);
@@ -373,29 +376,35 @@ __global__ void __launch_bounds__(kThreads, 1)
     gate_rows(sm);
     __syncthreads();
     inverse_offdiag(sm);  // ends with a barrier
-    {  // R = β V + (−β k e^Γ) S, in place (v raw in R until here)
+    {                     // R = β V + (−β k e^Γ) S, in place (v raw in R until here)
       float acc[1][kNT][4];
       for_acc<1, kNT>(m0, n0, [&](int, int nt, int e, int r, int j) {
         acc[0][nt][e] = sm.beta[r] * sm.R[r * kLdS + j];
       });
-      warp_mma(acc, [&](int r, int i) { return sm.G[r * kLdQ + i]; },
-               [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
-      for_acc<1, kNT>(m0, n0, [&](int, int nt, int e, int r, int j) { sm.R[r * kLdS + j] = acc[0][nt][e]; });
+      warp_mma(
+          acc, [&](int r, int i) { return sm.G[r * kLdQ + i]; },
+          [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
+      for_acc<1, kNT>(
+          m0, n0, [&](int, int nt, int e, int r, int j) { sm.R[r * kLdS + j] = acc[0][nt][e]; });
     }
     __syncthreads();
     {  // Ṽ = Tinv R (block lower triangular: sub-chunk rb needs columns < 16 (rb + 1))
       float acc[1][kNT][4] = {};
-      warp_mma(acc, [&](int r, int s) { return sm.Tinv[r * kLdA + s]; },
-               [&](int s, int j) { return sm.R[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
-      for_acc<1, kNT>(m0, n0, [&](int, int nt, int e, int r, int j) { sm.Vn[r * kLdS + j] = acc[0][nt][e]; });
+      warp_mma(
+          acc, [&](int r, int s) { return sm.Tinv[r * kLdA + s]; },
+          [&](int s, int j) { return sm.R[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
+      for_acc<1, kNT>(
+          m0, n0, [&](int, int nt, int e, int r, int j) { sm.Vn[r * kLdS + j] = acc[0][nt][e]; });
     }
     __syncthreads();
     {  // O = (q e^Γ) S + A_qk Ṽ
       float acc[1][kNT][4] = {};
-      warp_mma(acc, [&](int r, int i) { return sm.q[r * kLdQ + i]; },
-               [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
-      warp_mma(acc, [&](int r, int s) { return sm.Aqk[r * kLdA + s]; },
-               [&](int s, int j) { return sm.Vn[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
+      warp_mma(
+          acc, [&](int r, int i) { return sm.q[r * kLdQ + i]; },
+          [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
+      warp_mma(
+          acc, [&](int r, int s) { return sm.Aqk[r * kLdA + s]; },
+          [&](int s, int j) { return sm.Vn[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
       for_acc<1, kNT>(m0, n0, [&](int, int nt, int e, int r, int j) {
         if (r < n && j0 + j < d.V) o[((t + r) * d.H + h) * d.V + j0 + j] = acc[0][nt][e];
       });
@@ -407,9 +416,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       for_acc<kMS, 4>(i0, j1, [&](int mt, int nt, int e, int i, int j) {
         acc[mt][nt][e] = sm.egn[i] * sm.S[i * kLdS + j];
       });
-      warp_mma(acc, [&](int i, int r) { return sm.k[r * kLdQ + i]; },
-               [&](int r, int j) { return sm.Vn[r * kLdS + j]; }, i0, j1, 0, kC);
-      for_acc<kMS, 4>(i0, j1, [&](int mt, int nt, int e, int i, int j) { sm.S[i * kLdS + j] = acc[mt][nt][e]; });
+      warp_mma(
+          acc, [&](int i, int r) { return sm.k[r * kLdQ + i]; },
+          [&](int r, int j) { return sm.Vn[r * kLdS + j]; }, i0, j1, 0, kC);
+      for_acc<kMS, 4>(i0, j1, [&](int mt, int nt, int e, int i, int j) {
+        sm.S[i * kLdS + j] = acc[mt][nt][e];
+      });
     }
   }
   __syncthreads();
@@ -423,8 +435,9 @@ void launch_chunks(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShap
   const int smem = static_cast<int>(sizeof(Smem));
   static bool configured = false;
   if (!configured) {
-    cuda::check_cuda(cudaFuncSetAttribute(kda_chunks, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                     "kda_chunked smem attribute");
+    cuda::check_cuda(
+        cudaFuncSetAttribute(kda_chunks, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "kda_chunked smem attribute");
     configured = true;
   }
   const int64_t vtiles = (s.V + kVT - 1) / kVT;
@@ -436,4 +449,3 @@ void launch_chunks(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShap
   kda_chunks<<<grid, kThreads, smem, stream()>>>(d, dsegs, dims, vec, o);
   check_launch("kda_chunked");
 }
-

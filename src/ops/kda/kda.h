@@ -62,8 +62,8 @@ struct KdaBatchSeq {
   int64_t t0 = 0, n = 0;
   float* S = nullptr;
 };
-using KdaChunkedBatchFn = void(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n,
-                               KdaShape s, float* o);
+using KdaChunkedBatchFn = void(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
+                               float* o);
 extern const OpTable<KdaChunkedBatchFn> kKdaChunkedBatchOp;  // "kda_chunked_batch"
 void kda_chunked_batch(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
                        float* o);
