@@ -6,6 +6,10 @@
 #   K3_GPU_DEPS=DIR                 a CMake prefix with nlohmann_json and GTest (scripts/gpu-carry.sh)
 #   K3_GPU_FALLBACK=DIR             a carried build to use if the build here fails
 #   K3_GPU_SKIP_E2E=1               leave out the 12 GB slice (k3 init + end-to-end bench)
+#   K3_GPU_OPS_FILTER=PATTERN       the GPU op cases to run (default '*_cuda_*')
+#   K3_GPU_SKIP_CPU=1               leave out the CPU tests (test_engine, CPU op cases)
+#   K3_GPU_SANITIZE=PATTERN         also run compute-sanitizer (racecheck, then memcheck) over
+#                                   these op cases (e.g. '*kda_chunked*_cuda_*')
 # The end-to-end slice is written under /tmp (about 12 GB; never carried).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -71,7 +75,14 @@ run_test() {  # NAME FILTER TIMEOUT
   grep -E '^\[  FAILED  \] ' /tmp/k3-test-run.log | head -20 >>"$OUT/summary.txt"
 }
 log "tests"
-run_test test_ops '*_cuda_*' 120
+run_test test_ops "${K3_GPU_OPS_FILTER:-*_cuda_*}" 120
+if [ -n "${K3_GPU_SANITIZE:-}" ]; then
+  for tool in racecheck memcheck; do
+    timeout 60 compute-sanitizer --tool "$tool" "$B/test_ops" --gtest_filter="$K3_GPU_SANITIZE" \
+      >"$OUT/sanitize-$tool.log" 2>&1
+    log "compute-sanitizer $tool: rc $?, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tr '\n' ' ')"
+  done
+fi
 run_test test_model '*CudaStep*' 200
 grep -E "gpu vs cpu|all cases so far|decode vs prefill" "$OUT/tests.log" | tail -20 >>"$OUT/summary.txt"
 
@@ -93,7 +104,7 @@ if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
   fi
 fi
 # The CPU tests last (they run here too; on the device host they check the AVX-512 paths).
-if [ "$(left)" -gt 40 ]; then
+if [ "${K3_GPU_SKIP_CPU:-0}" != 1 ] && [ "$(left)" -gt 40 ]; then
   run_test test_engine '*' $(($(left) / 2))
   run_test test_ops '-*_cuda_*' $(($(left) - 5))
 fi

@@ -26,7 +26,11 @@ int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "e2e") == 0) {
       const int64_t prefill = argc >= 4 ? std::atoll(argv[3]) : 8192;
       const double gbs = argc >= 5 ? std::atof(argv[4]) : 4227.0;
-      return k3::bench::bench_e2e(argv[2], prefill, {1, 16, 64}, 16, gbs);
+      // K3_BENCH_E2E_PREFILL_ONLY=1: the prefill alone (no decode batches).
+      const bool no_decode = std::getenv("K3_BENCH_E2E_PREFILL_ONLY") != nullptr;
+      return k3::bench::bench_e2e(
+          argv[2], prefill, no_decode ? std::vector<int64_t>{} : std::vector<int64_t>{1, 16, 64},
+          16, gbs);
     }
     std::fprintf(stderr, "usage: k3-bench-cuda ops | e2e MODEL_DIR [PREFILL] [COPY_GB/S]\n");
     return 1;

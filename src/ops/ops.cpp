@@ -200,12 +200,13 @@ void kda(Ctx& ctx, const KdaTensors& in, std::span<const KdaSeq> seqs, const Ten
   check(in.q.ndim == 3 && in.v.ndim == 3, "kda: q and v must be [T, H, D]");
   const int64_t H = in.q.dim(1), K = in.q.dim(2), V = in.v.dim(2);
   const KdaInputs all{in.q.f32(), in.k.f32(), in.v.f32(), in.g.f32(), in.beta.f32()};
-  auto rows = [&](int64_t r) {  // inputs from (token, head) row r on
-    return KdaInputs{all.q + r * K, all.k + r * K, all.v + r * V, all.g + r * K, all.beta + r};
-  };
+  // Every prompt chunk of the step in one call (one launch on the device).
+  KdaBatchSeq* chunks = ctx.host().alloc<KdaBatchSeq>(seqs.size());
+  int64_t n_chunks = 0;
   for (const KdaSeq& s : seqs) {
-    if (s.n > 1) kKdaChunkedOp.on(ctx)(rows(s.t0 * H), {s.n, H, K, V}, s.S, o.f32() + s.t0 * H * V);
+    if (s.n > 1) chunks[n_chunks++] = {s.t0, s.n, s.S};
   }
+  if (n_chunks > 0) kKdaChunkedBatchOp.on(ctx)(all, chunks, n_chunks, {0, H, K, V}, o.f32());
   // All single-token sequences in one call (one parallel loop, or one launch).
   KdaDecodeSeq* decode = ctx.host().alloc<KdaDecodeSeq>(seqs.size());
   int64_t n_decode = 0;

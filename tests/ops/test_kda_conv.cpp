@@ -92,6 +92,41 @@ OpCase kda_chunked_vs_f64_case(KdaShape s, KdaVariant var) {
           }};
 }
 
+// The varlen batch (one step's prompt chunks): sequences of the given lengths laid out in
+// order with `gap` foreign rows before each (their rows of o must be kept), each with its own
+// initial state; the output rows and every final state are compared.
+OpCase kda_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t H, int64_t K, int64_t V,
+                      Gates gates = Gates::mild) {
+  std::string shape = "lens=";
+  for (int64_t n : lens) shape += std::to_string(n) + ",";
+  shape += " gap=" + std::to_string(gap) + " H=" + std::to_string(H) + " K=" + std::to_string(K) +
+           " V=" + std::to_string(V) + (gates == Gates::strong ? " strong" : "");
+  return {"kda_chunked_batch", shape, 2e-5, [=](std::mt19937_64& rng, Impl impl) {
+            int64_t T = 0;
+            std::vector<int64_t> t0;
+            for (int64_t n : lens) {
+              T += gap;
+              t0.push_back(T);
+              T += n;
+            }
+            const KdaShape all{std::max<int64_t>(T, 1), H, K, V};
+            KdaData d = kda_data(rng, all, {gates, true});
+            const int64_t state = H * K * V, m = static_cast<int64_t>(lens.size());
+            std::vector<float> S = randn(rng, m * state, 0.3), S_ref = S;
+            std::vector<float> o = randn(rng, all.T * H * V), o_ref = o;
+            std::vector<KdaBatchSeq> seqs(lens.size()), seqs_ref(lens.size());
+            for (int64_t i = 0; i < m; ++i) {
+              seqs[i] = {t0[i], lens[i], S.data() + i * state};
+              seqs_ref[i] = {t0[i], lens[i], S_ref.data() + i * state};
+            }
+            kKdaChunkedBatchOp.ref(d.in(), seqs_ref.data(), m, {0, H, K, V}, o_ref.data());
+            kKdaChunkedBatchOp.get(impl)(d.in(), seqs.data(), m, {0, H, K, V}, o.data());
+            o.insert(o.end(), S.begin(), S.end());
+            o_ref.insert(o_ref.end(), S_ref.begin(), S_ref.end());
+            return Outputs{o, widen(o_ref)};
+          }};
+}
+
 OpCase conv_case(int64_t T, int64_t C, int64_t W, int64_t split) {
   std::string shape = "T=" + std::to_string(T) + " C=" + std::to_string(C) +
                       " W=" + std::to_string(W) + " split=" + std::to_string(split);
@@ -159,6 +194,18 @@ std::vector<OpCase> cases() {
       v.push_back(kda_chunked_vs_f64_case(s, var));
     }
   }
+  // Varlen batches: 1–16 sequences, empty and one-token ones, T < 64, T not a multiple of 64,
+  // several chunks, foreign rows between sequences; the release's head dims; strong gates.
+  v.push_back(kda_batch_case({1}, 0, 1, 8, 8));
+  v.push_back(kda_batch_case({0}, 1, 2, 16, 16));
+  v.push_back(kda_batch_case({37}, 0, 2, 128, 128));
+  v.push_back(kda_batch_case({64, 0, 3}, 2, 2, 32, 24));
+  v.push_back(kda_batch_case({130, 65, 1, 0, 63}, 1, 3, 17, 70));
+  v.push_back(kda_batch_case({200, 5}, 3, 1, 128, 128, Gates::strong));
+  v.push_back(kda_batch_case({129, 2, 77}, 0, 2, 128, 64, Gates::strong));
+  v.push_back(
+      kda_batch_case({9, 31, 0, 64, 100, 1, 17, 45, 3, 128, 0, 70, 12, 66, 5, 90}, 1, 2, 64, 40));
+  v.push_back(kda_batch_case({300, 11}, 0, 1, 200, 16));  // K > 128: the token-serial kernel
   for (auto [T, C, W, split] : {std::tuple{1, 5, 4, 0},
                                 {9, 12, 4, 4},
                                 {20, 7, 2, 19},

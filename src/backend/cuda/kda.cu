@@ -2,7 +2,8 @@
 // token with the head's state S [K, V] in shared memory: thread j owns column j (V threads),
 // so every update is a column walk with no cross-thread reduction but the shared k, q, g.
 // A segment is a run of consecutive tokens of one sequence with its own state (the whole
-// prompt: recurrent, chunked). The decode step has its own kernel (kda_decode_step, below).
+// prompt: recurrent; the chunked form has its own kernel, kda_chunked.cu). The decode step has its
+// own kernel (kda_decode_step, below).
 #include "backend/cuda/launchers.h"
 #include "backend/cuda/runtime.cuh"
 
@@ -286,8 +287,6 @@ void launch_decode(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape s
 void kda_recurrent_cuda(const KdaInputs& in, KdaShape s, float* S, float* o) {
   run_one(in, s, S, o);
 }
-
-void kda_chunked_cuda(const KdaInputs& in, KdaShape s, float* S, float* o) { run_one(in, s, S, o); }
 
 void kda_decode_cuda(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s,
                      float* o) {

@@ -56,6 +56,8 @@ void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t
                  float* weight);
 void kda_recurrent_cuda(const KdaInputs& in, KdaShape s, float* S, float* o);
 void kda_chunked_cuda(const KdaInputs& in, KdaShape s, float* S, float* o);
+void kda_chunked_batch_cuda(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
+                            float* o);
 void kda_decode_cuda(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, KdaShape s,
                      float* o);
 void mla_expanded_cuda(const float* q, const float* k, const float* v, MlaShape s, float* o);

@@ -54,6 +54,22 @@ void kda_chunked_bwd_64(const KdaInputs& in, KdaShape s, const float* S0, const 
                         const KdaGrads& d);
 extern const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp;  // "kda_chunked": C = 64
 
+// The chunked form over a varlen batch (the prompt chunks of one step): sequence i is token
+// rows [t0, t0 + n) of the step's inputs [T, H, *] (n = 0: nothing, its state kept) and owns
+// the state S [H, K, V] (in/out); its rows of o [T, H, V] are written, the others kept. s.T is
+// unused. On the device one launch covers the batch (backend/cuda/kda_chunked.cu).
+struct KdaBatchSeq {
+  int64_t t0 = 0, n = 0;
+  float* S = nullptr;
+};
+using KdaChunkedBatchFn = void(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
+                               float* o);
+extern const OpTable<KdaChunkedBatchFn> kKdaChunkedBatchOp;  // "kda_chunked_batch"
+void kda_chunked_batch(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
+                       float* o);
+void kda_chunked_batch_ref(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
+                           float* o);
+
 void kda_recurrent(const KdaInputs& in, KdaShape s, float* S, float* o);
 // The fp32 matrix form (kda_chunked_f32.cpp; the registered one, C = 64).
 void kda_chunked(const KdaInputs& in, KdaShape s, float* S, float* o, int64_t chunk = 64);

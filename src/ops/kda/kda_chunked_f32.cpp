@@ -207,4 +207,35 @@ const OpTable<KdaChunkedFn, KdaBwdFn> kKdaChunkedOp =
                                          .cuda = K3_CUDA_IMPL(kda_chunked_cuda),
                                          .bwd = kda_chunked_bwd_64});
 
+namespace {
+// Sequence i's inputs from its first row on, and fn over its rows.
+template <typename Fn>
+void each_seq(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s, float* o,
+              Fn&& fn) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (seqs[i].n == 0) continue;
+    const int64_t r = seqs[i].t0 * s.H;
+    const KdaInputs in{all.q + r * s.K, all.k + r * s.K, all.v + r * s.V, all.g + r * s.K,
+                       all.beta + r};
+    fn(in, KdaShape{seqs[i].n, s.H, s.K, s.V}, seqs[i].S, o + r * s.V);
+  }
+}
+}  // namespace
+
+void kda_chunked_batch(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
+                       float* o) {
+  each_seq(all, seqs, n, s, o, kda_chunked_64);
+}
+
+void kda_chunked_batch_ref(const KdaInputs& all, const KdaBatchSeq* seqs, int64_t n, KdaShape s,
+                           float* o) {
+  each_seq(all, seqs, n, s, o, kda_recurrent_ref);
+}
+
+const OpTable<KdaChunkedBatchFn> kKdaChunkedBatchOp =
+    register_op<KdaChunkedBatchFn>({.name = "kda_chunked_batch",
+                                    .ref = kda_chunked_batch_ref,
+                                    .cpu = kda_chunked_batch,
+                                    .cuda = K3_CUDA_IMPL(kda_chunked_batch_cuda)});
+
 }  // namespace k3
