@@ -97,6 +97,16 @@ const BlasApi& blas_api() {
 
 cudaStream_t stream() { return runtime().stream; }
 cublasHandle_t blas() { return runtime().blas; }
+
+int sm_count() {
+  static int n = 0;
+  if (n == 0) {
+    int dev = 0;
+    check_cuda(cudaGetDevice(&dev), "device");
+    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "sm count");
+  }
+  return n;
+}
 bool host_staging() { return g_staging; }
 
 const void* resident(const void* p) {

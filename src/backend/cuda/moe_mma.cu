@@ -1,5 +1,5 @@
 // The routed MXFP4 experts of a decode step on the tensor cores (moe_mma.h says what is
-// carried how). One block per (expert, 128 weight rows, window of 8·NT slot columns); a warp
+// carried how). One block per (expert, 32 weight rows, window of 8·NT slot columns); a warp
 // owns 2 m-tiles of 16 rows and walks the columns 128 at a time: lane (g, t) reads one whole
 // 32-value group (16 packed bytes, one scale) of rows g and g+8 of each m-tile per chunk,
 // decodes it into bf16 A fragments and runs mma.sync m16n8k16 against the parts of up to
@@ -13,7 +13,10 @@
 namespace k3::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+// One warp per block: a decode step's matrices make few blocks (16 experts × 24-28 row tiles),
+// and with 4-warp blocks the down projection ran 1.1 waves; warps are scheduled one by one.
+constexpr int kWarps = 1;
+constexpr int kMinBlocks = 12;  // per SM: caps the registers at 168
 constexpr int kMT = 2;  // m-tiles (16 rows) per warp
 constexpr int kRowsPerBlock = kWarps * kMT * 16;
 
@@ -112,7 +115,7 @@ __device__ inline void scale_factors(uint32_t s, uint32_t& f1, uint32_t& f2) {
 }
 
 template <int NT>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     mxfp4_mma(const __nv_bfloat16* xs, const int32_t* offsets, const int32_t* active,
               const int32_t* n_active, const Mxfp4Expert* experts, int which0, int tiles_per_mat,
               int n_windows, int64_t R, int64_t C, int64_t N3, float* y0, float* y1) {
@@ -143,27 +146,33 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t win = win0; win * NT * 8 < ncols; win += n_windows) {
     const int64_t col0 = win * NT * 8;
     const __nv_bfloat16* brow[NT];
+    bool bcol[NT];  // this lane's column holds a slot part of the expert (others stay zero)
 #pragma unroll
     for (int ni = 0; ni < NT; ++ni) {
-      brow[ni] = xs + min(begin * 3 + col0 + ni * 8 + g, N3 - 1) * C;
+      const int64_t col = col0 + ni * 8 + g;
+      bcol[ni] = col < ncols;
+      brow[ni] = xs + min(begin * 3 + col, N3 - 1) * C;
     }
     float acc[kMT][NT][4] = {};
-    uint4 a_next[kMT][2];
-    uint32_t s_next[kMT][2];
-    auto load_a = [&](int64_t c) {
+    // Weights two chunks ahead (128 bytes a lane in flight): one chunk ahead left the
+    // decode-step kernel at 42% of the copy bandwidth.
+    uint4 a_n1[kMT][2], a_n2[kMT][2];
+    uint32_t s_n1[kMT][2], s_n2[kMT][2];
+    auto load_a = [&](int64_t c, uint4 (&a)[kMT][2], uint32_t (&sc)[kMT][2]) {
       const int64_t G = 4 * c + t;
-      const bool ok = G < groups;
+      const bool ok = c < nchunks && G < groups;
 #pragma unroll
       for (int mi = 0; mi < kMT; ++mi) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          a_next[mi][h] = ok ? __ldg(reinterpret_cast<const uint4*>(prow[mi][h] + G * 16))
-                             : make_uint4(0, 0, 0, 0);
-          s_next[mi][h] = ok ? srow[mi][h][G] : 127u;
+          a[mi][h] = ok ? __ldg(reinterpret_cast<const uint4*>(prow[mi][h] + G * 16))
+                        : make_uint4(0, 0, 0, 0);
+          sc[mi][h] = ok ? srow[mi][h][G] : 127u;
         }
       }
     };
-    load_a(0);
+    load_a(0, a_n1, s_n1);
+    load_a(1, a_n2, s_n2);
     for (int64_t c = 0; c < nchunks; ++c) {
       uint4 a[kMT][2];
       uint32_t f1[kMT][2], f2[kMT][2];
@@ -172,12 +181,14 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int mi = 0; mi < kMT; ++mi) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          a[mi][h] = a_next[mi][h];
-          scale_factors(s_next[mi][h], f1[mi][h], f2[mi][h]);
-          big |= s_next[mi][h] > 128;
+          a[mi][h] = a_n1[mi][h];
+          a_n1[mi][h] = a_n2[mi][h];
+          scale_factors(s_n1[mi][h], f1[mi][h], f2[mi][h]);
+          big |= s_n1[mi][h] > 128;
+          s_n1[mi][h] = s_n2[mi][h];
         }
       }
-      if (c + 1 < nchunks) load_a(c + 1);  // in flight while this chunk computes
+      load_a(c + 2, a_n2, s_n2);  // in flight while this chunk computes
       big = __any_sync(0xffffffffu, big);
       const int64_t G = 4 * c + t;
       const bool ok = G < groups;
@@ -186,8 +197,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         uint4 b[NT];
 #pragma unroll
         for (int ni = 0; ni < NT; ++ni) {
-          b[ni] = ok ? *reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8)
-                     : make_uint4(0, 0, 0, 0);
+          b[ni] = ok && bcol[ni] ? *reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8)
+                                 : make_uint4(0, 0, 0, 0);
         }
         uint32_t p[kMT][2][4];
 #pragma unroll

@@ -21,6 +21,7 @@ inline void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
 
 cudaStream_t stream();
 cublasHandle_t blas();
+int sm_count();  // multiprocessors of the device
 
 // cuBLAS is opened at first use (dlopen), not linked: its libraries take a fifth of a second
 // to load, which every test process of a CUDA build would pay even with no device.
