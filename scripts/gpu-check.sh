@@ -8,7 +8,8 @@
 #   K3_GPU_SKIP_E2E=1               leave out the 12 GB slice (k3 init + end-to-end bench)
 #   K3_GPU_OPS_FILTER=PATTERN       gtest filter of the GPU op cases (default '*_cuda_*')
 #   K3_GPU_SKIP_CPU=1               leave out the CPU tests at the end
-#   K3_GPU_PROFILE=1                after the e2e bench, one batch-1 decode step under ncu
+#   K3_GPU_PROFILE=1                after the e2e bench, one decode step under ncu per batch of
+#                                   K3_GPU_PROFILE_BATCHES (default 1)
 #                                   (per-kernel durations in $OUT/ncu.csv)
 # The end-to-end slice is written under /tmp (about 12 GB; never carried).
 set -uo pipefail
@@ -96,7 +97,7 @@ if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
     log "bench e2e rc $?"
     if [ "${K3_GPU_PROFILE:-0}" = 1 ] && [ "$(left)" -gt 50 ]; then
       log "ncu: one batch-1 decode step"
-      K3_E2E_PROFILE=1 K3_E2E_BATCHES=1 timeout "$(($(left) - 10))" ncu --profile-from-start off \
+      K3_E2E_PROFILE=1 K3_E2E_BATCHES=${K3_GPU_PROFILE_BATCHES:-1} timeout "$(($(left) - 10))" ncu --profile-from-start off \
         --clock-control none --metrics gpu__time_duration.sum --csv \
         "$B/bin/k3-bench-cuda" e2e "$SLICE" 0 "${COPY:-4227}" >"$OUT/ncu.csv" 2>&1
       log "ncu rc $?"
