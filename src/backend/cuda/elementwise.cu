@@ -330,15 +330,25 @@ namespace {
 constexpr int kMaxCands = 64;
 
 // score [T, n]: score[t, i] = (v · w) / rms(v) for v = cands[i][t].
+template <bool kVec>  // kVec: d % 4 == 0, rows and w 16-byte aligned
 __global__ void attn_res_scores(const float* const* cands, int n, int64_t d, const float* w,
                                 float eps, float* score) {
   const int64_t t = blockIdx.x;
   const int i = static_cast<int>(blockIdx.y);
   const float* v = cands[i] + t * d;
   float ss = 0, dot = 0;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    ss += v[j] * v[j];
-    dot += v[j] * w[j];
+  if (kVec) {
+    for (int64_t j = threadIdx.x; j < d / 4; j += blockDim.x) {
+      const float4 a = reinterpret_cast<const float4*>(v)[j];
+      const float4 b = reinterpret_cast<const float4*>(w)[j];
+      ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+      dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      ss += v[j] * v[j];
+      dot += v[j] * w[j];
+    }
   }
   ss = cuda::block_sum(ss);
   dot = cuda::block_sum(dot);
@@ -378,9 +388,17 @@ void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w
   float* dout = a.out(out, s.T * s.d);
   cuda::Scratch score(static_cast<size_t>(s.T * s.n) * sizeof(float));
   auto* sc = static_cast<float*>(score.get());
-  const int threads = static_cast<int>(std::clamp<int64_t>((s.d + 31) / 32 * 32, 32, 256));
-  attn_res_scores<<<dim3(static_cast<unsigned>(s.T), static_cast<unsigned>(s.n)), threads, 0,
-                    stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, sc);
+  bool vec = s.d % 4 == 0 && al16(dw);
+  for (const float* p : dev) vec &= al16(p);
+  const int64_t loads = vec ? s.d / 4 : s.d;  // a thread per load (a decode mix: one block each)
+  const int threads = static_cast<int>(std::clamp<int64_t>((loads + 31) / 32 * 32, 32, 1024));
+  const dim3 grid(static_cast<unsigned>(s.T), static_cast<unsigned>(s.n));
+  if (vec) {
+    attn_res_scores<true><<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, sc);
+  } else {
+    attn_res_scores<false><<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps,
+                                                           sc);
+  }
   check_launch("attn_res_mix (scores)");
   attn_res_apply<<<blocks_for(s.T * s.d, kThreads), kThreads, 0, stream()>>>(
       dc, static_cast<int>(s.n), s.T, s.d, sc, dout);
@@ -388,9 +406,9 @@ void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w
 }
 
 // ---- router: one warp per token. k rounds of a warp arg-max over the experts not yet taken
-// (ties to the lower id, as the CPU's sort), scores and flags in shared memory; lane 0 sorts
-// the choices and weighs them (the CPU's arithmetic). One thread per token scanned all E
-// experts k times through global memory: 160 µs a decode step. ----
+// (ties to the lower id, as the CPU's sort), scores and flags in shared memory; the choices
+// sorted by rank and weighed with the CPU's arithmetic (the sum in ascending id order). One
+// thread per token scanned all E experts k times through global memory: 160 µs a step. ----
 
 namespace {
 
@@ -414,13 +432,17 @@ __global__ void router_kernel(const float* logits, const float* bias, RouterPara
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t = blockIdx.x * int64_t{kRouterWarps} + warp;
   if (t >= T) return;  // the whole warp
-  float* v = reinterpret_cast<float*>(router_smem) + int64_t{warp} * E;     // [E] biased scores
-  int32_t* chosen = reinterpret_cast<int32_t*>(router_smem) + int64_t{kRouterWarps} * E +
-                    int64_t{warp} * k;                                        // [k]
-  unsigned char* taken = router_smem + int64_t{kRouterWarps} * (E + k) * 4 + int64_t{warp} * E;
+  // Per warp: s [E] sigmoid scores, v [E] biased, chosen [k], order [k], taken [E].
+  float* s = reinterpret_cast<float*>(router_smem) + int64_t{warp} * (2 * E + 2 * k);
+  float* v = s + E;
+  int32_t* chosen = reinterpret_cast<int32_t*>(v + E);
+  int32_t* order = chosen + k;
+  unsigned char* taken = router_smem + int64_t{kRouterWarps} * (2 * E + 2 * k) * 4 +
+                         int64_t{warp} * E;
   const float* lg = logits + t * E;
   for (int e = lane; e < E; e += 32) {
-    v[e] = 1.0f / (1.0f + expf(-lg[e])) + bias[e];
+    s[e] = 1.0f / (1.0f + expf(-lg[e]));
+    v[e] = s[e] + bias[e];
     taken[e] = 0;
   }
   __syncwarp();
@@ -441,20 +463,22 @@ __global__ void router_kernel(const float* logits, const float* bias, RouterPara
     }
     __syncwarp();
   }
-  if (lane != 0) return;
-  for (int i = 1; i < k; ++i) {  // ascending expert id
-    const int32_t c = chosen[i];
-    int j = i - 1;
-    for (; j >= 0 && chosen[j] > c; --j) chosen[j + 1] = chosen[j];
-    chosen[j + 1] = c;
+  for (int i = lane; i < k; i += 32) {  // ascending expert id: each choice's rank
+    int rank = 0;
+    for (int j = 0; j < k; ++j) rank += chosen[j] < chosen[i];
+    order[rank] = chosen[i];
   }
-  double sum = 0;
-  for (int i = 0; i < k; ++i) sum += 1.0f / (1.0f + expf(-lg[chosen[i]]));
+  __syncwarp();
+  double sum = 0;  // the CPU's order: ascending id
+  if (lane == 0) {
+    for (int i = 0; i < k; ++i) sum += s[order[i]];
+  }
+  sum = __shfl_sync(0xffffffffu, sum, 0);
   const bool renorm = p.renormalize && k > 1;
-  for (int i = 0; i < k; ++i) {
-    const float s = 1.0f / (1.0f + expf(-lg[chosen[i]]));
-    const double wv = renorm ? s / (sum + 1e-20) : s;
-    sel[t * k + i] = chosen[i];
+  for (int i = lane; i < k; i += 32) {
+    const float si = s[order[i]];
+    const double wv = renorm ? si / (sum + 1e-20) : si;
+    sel[t * k + i] = order[i];
     weight[t * k + i] = static_cast<float>(wv) * p.scale;
   }
 }
@@ -469,9 +493,9 @@ void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t
   const float* db = a.in(bias, p.n_expert);
   int32_t* ds = a.out(sel, T * p.top_k);
   float* dw = a.out(weight, T * p.top_k);
-  const size_t smem = static_cast<size_t>(kRouterWarps) * (p.n_expert * 5 + p.top_k * 4);
+  const size_t smem = static_cast<size_t>(kRouterWarps) * (p.n_expert * 9 + p.top_k * 8);
   check(p.top_k >= 1 && p.top_k <= p.n_expert && smem <= 48 * 1024, "router (cuda): ",
-        p.n_expert, " experts top-", p.top_k, " (up to 2400 experts)");
+        p.n_expert, " experts top-", p.top_k, " (up to 1300 experts)");
   router_kernel<<<blocks_for(T, kRouterWarps), 32 * kRouterWarps, smem, stream()>>>(dl, db, p, T,
                                                                                    ds, dw);
   check_launch("router");

@@ -6,6 +6,7 @@
 // 8·NT slot columns. Each weight byte is read once per window: once per step at batch 1, and
 // at larger batches every token of an expert shares one read (up to 8·NT / 3 slots a window).
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/moe_mma.h"
 #include "backend/cuda/runtime.cuh"
@@ -17,8 +18,6 @@ namespace {
 // and with 4-warp blocks the down projection ran 1.1 waves; warps are scheduled one by one.
 constexpr int kWarps = 1;
 constexpr int kMinBlocks = 12;  // per SM: caps the registers at 168
-constexpr int kMT = 2;  // m-tiles (16 rows) per warp
-constexpr int kRowsPerBlock = kWarps * kMT * 16;
 
 // Where column q (0 … 31) of a group sits in the stored parts: the decoder pairs nibble n of
 // each 8-nibble word with nibble n + 4 (one bf16x2 register), so pair m = 4i + n holds columns
@@ -71,6 +70,7 @@ __global__ void combine3(const float* y3, const int32_t* slot_of, const float* w
   if (i >= T * L) return;
   const int64_t t = i / L, col = i % L;
   float acc = 0.0f;
+#pragma unroll 4
   for (int64_t j = 0; j < k; ++j) acc += weight[t * k + j] * sum_parts(y3, slot_of[t * k + j], L, col);
   c[i] = acc;
 }
@@ -114,7 +114,7 @@ __device__ inline void scale_factors(uint32_t s, uint32_t& f1, uint32_t& f2) {
   f2 = b | (b << 16);
 }
 
-template <int NT>
+template <int kMT, int NT>  // kMT m-tiles (16 rows) per warp, NT n-tiles (8 columns) a window
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     mxfp4_mma(const __nv_bfloat16* xs, const int32_t* offsets, const int32_t* active,
               const int32_t* n_active, const Mxfp4Expert* experts, int which0, int tiles_per_mat,
@@ -247,18 +247,18 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   }
 }
 
-template <int NT>
+template <int MT, int NT>
 void launch_mma(const __nv_bfloat16* xs, const MoeGroups& grp, const Mxfp4Expert* experts,
                 int which0, int n_which, int64_t R, int64_t C, int64_t N, int64_t T,
                 float* const* y3) {
-  const int tiles = blocks_for(R, kRowsPerBlock);
+  const int tiles = blocks_for(R, kWarps * MT * 16);
   // Windows for the most columns an expert can have when a token picks it once; an expert
   // with more (repeated picks) loops over further windows in the same blocks.
   const int64_t most_cols = 3 * std::min(N, T);
   const int n_windows = std::max(1, blocks_for(most_cols, NT * 8));
   const dim3 grid(static_cast<unsigned>(int64_t{n_windows} * tiles * n_which),
                   static_cast<unsigned>(grp.max_active));
-  mxfp4_mma<NT><<<grid, kWarps * 32, 0, stream()>>>(
+  mxfp4_mma<MT, NT><<<grid, kWarps * 32, 0, stream()>>>(
       xs, grp.offsets, grp.active, grp.n_active, experts, which0, tiles, n_windows, R, C, 3 * N,
       y3[0], n_which > 1 ? y3[1] : y3[0]);
   check_launch("moe_experts (mxfp4 mma)");
@@ -278,12 +278,20 @@ void moe_mxfp4_mma(const __nv_bfloat16* xs, const MoeGroups& g, const Mxfp4Exper
   check(C % 32 == 0 && n_which >= 1 && n_which <= 2, "moe_mxfp4_mma: bad shape");
   // Slot columns per window for the average expert of the step (3 per slot).
   const int64_t per_expert = 3 * ((N + g.max_active - 1) / std::max<int64_t>(g.max_active, 1));
+  const char* mt_env = std::getenv("K3_MOE_MT");  // experiment: 1 or 2 m-tiles a warp
+  const int mt = mt_env != nullptr ? std::atoi(mt_env) : 2;
   if (per_expert <= 8) {
-    launch_mma<1>(xs, g, experts, which0, n_which, R, C, N, T, y3);
+    if (mt == 1) {
+      launch_mma<1, 1>(xs, g, experts, which0, n_which, R, C, N, T, y3);
+    } else {
+      launch_mma<2, 1>(xs, g, experts, which0, n_which, R, C, N, T, y3);
+    }
   } else if (per_expert <= 16) {
-    launch_mma<2>(xs, g, experts, which0, n_which, R, C, N, T, y3);
-  } else {  // 8 n-tiles spill (255 registers): more slots run further windows
-    launch_mma<4>(xs, g, experts, which0, n_which, R, C, N, T, y3);
+    launch_mma<2, 2>(xs, g, experts, which0, n_which, R, C, N, T, y3);
+  } else if (mt == 1) {
+    launch_mma<1, 8>(xs, g, experts, which0, n_which, R, C, N, T, y3);
+  } else {  // 8 n-tiles of 2 m-tiles spill (255 registers): more slots run further windows
+    launch_mma<2, 4>(xs, g, experts, which0, n_which, R, C, N, T, y3);
   }
 }
 
