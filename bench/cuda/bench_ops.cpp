@@ -371,10 +371,6 @@ int bench_ops() {
     std::printf("== moe routed experts (MXFP4, latent 3584, expert 3072)\n");
     moe_case(32, 16, {1, 16, 64}, copy, gemm, rng);
     moe_case(896, 16, {1, 64, 4096}, copy, gemm, rng);
-    std::printf("-- K3_MOE_MT=1 (one m-tile a warp)\n");
-    setenv("K3_MOE_MT", "1", 1);
-    moe_case(32, 16, {1, 16, 64}, copy, gemm, rng);
-    unsetenv("K3_MOE_MT");
   }
   if (section("kda")) {
     std::printf("== kda\n");

@@ -6,7 +6,6 @@
 // 8·NT slot columns. Each weight byte is read once per window: once per step at batch 1, and
 // at larger batches every token of an expert shares one read (up to 8·NT / 3 slots a window).
 #include <algorithm>
-#include <cstdlib>
 
 #include "backend/cuda/moe_mma.h"
 #include "backend/cuda/runtime.cuh"
@@ -278,18 +277,12 @@ void moe_mxfp4_mma(const __nv_bfloat16* xs, const MoeGroups& g, const Mxfp4Exper
   check(C % 32 == 0 && n_which >= 1 && n_which <= 2, "moe_mxfp4_mma: bad shape");
   // Slot columns per window for the average expert of the step (3 per slot).
   const int64_t per_expert = 3 * ((N + g.max_active - 1) / std::max<int64_t>(g.max_active, 1));
-  const char* mt_env = std::getenv("K3_MOE_MT");  // experiment: 1 or 2 m-tiles a warp
-  const int mt = mt_env != nullptr ? std::atoi(mt_env) : 2;
+  // Two m-tiles a warp: one (126 registers, more warps) ran the same at batch 1 and 1.35x
+  // slower at 16-64 tokens (each B fragment serves half the rows).
   if (per_expert <= 8) {
-    if (mt == 1) {
-      launch_mma<1, 1>(xs, g, experts, which0, n_which, R, C, N, T, y3);
-    } else {
-      launch_mma<2, 1>(xs, g, experts, which0, n_which, R, C, N, T, y3);
-    }
+    launch_mma<2, 1>(xs, g, experts, which0, n_which, R, C, N, T, y3);
   } else if (per_expert <= 16) {
     launch_mma<2, 2>(xs, g, experts, which0, n_which, R, C, N, T, y3);
-  } else if (mt == 1) {
-    launch_mma<1, 8>(xs, g, experts, which0, n_which, R, C, N, T, y3);
   } else {  // 8 n-tiles of 2 m-tiles spill (255 registers): more slots run further windows
     launch_mma<2, 4>(xs, g, experts, which0, n_which, R, C, N, T, y3);
   }
