@@ -6,10 +6,13 @@
 #   K3_GPU_DEPS=DIR                 a CMake prefix with nlohmann_json and GTest (scripts/gpu-carry.sh)
 #   K3_GPU_FALLBACK=DIR             a carried build to use if the build here fails
 #   K3_GPU_SKIP_E2E=1               leave out the 12 GB slice (k3 init + end-to-end bench)
-#   K3_GPU_OPS_FILTER=PATTERN       the GPU op cases to run (default '*_cuda_*')
+#   K3_GPU_OPS_FILTER=PATTERN       gtest filter of the GPU op cases (default '*_cuda_*')
 #   K3_GPU_SKIP_CPU=1               leave out the CPU tests (test_engine, CPU op cases)
 #   K3_GPU_SANITIZE=PATTERN         also run compute-sanitizer (racecheck, then memcheck) over
 #                                   these op cases (e.g. '*kda_chunked*_cuda_*')
+#   K3_GPU_PROFILE=1                after the e2e bench, one decode step under ncu per batch of
+#                                   K3_GPU_PROFILE_BATCHES (default 1)
+#                                   (per-kernel durations in $OUT/ncu.csv)
 # The end-to-end slice is written under /tmp (about 12 GB; never carried).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,11 +50,13 @@ if [ -x "$B/test_ops" ]; then
   echo "$B/bin/k3" >"$OUT/.k3"
 else
   log "build $B"
+  CPU_TESTS=test_engine
+  [ "${K3_GPU_SKIP_CPU:-0}" = 1 ] && CPU_TESTS=
   # The k3 command first, so that writing the slice can start while the rest builds.
   if { cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DK3_CUDA=ON -DK3_WERROR=OFF \
       -DCMAKE_PREFIX_PATH="${K3_GPU_DEPS:-}" &&
     cmake --build "$B" -j16 --target k3_cli && echo "$B/bin/k3" >"$OUT/.k3" &&
-    cmake --build "$B" -j16 --target test_ops test_model test_engine k3_bench_cuda; } \
+    cmake --build "$B" -j16 --target test_ops test_model k3_bench_cuda $CPU_TESTS; } \
     >"$OUT/build.log" 2>&1; then
     log "build done"
   elif [ -n "${K3_GPU_FALLBACK:-}" ] && [ -x "$K3_GPU_FALLBACK/test_ops" ]; then
@@ -99,6 +104,13 @@ if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
     timeout "$(($(left) - 10))" "$B/bin/k3-bench-cuda" e2e "$SLICE" 8192 "${COPY:-4227}" \
       >>"$OUT/bench.txt" 2>&1
     log "bench e2e rc $?"
+    if [ "${K3_GPU_PROFILE:-0}" = 1 ] && [ "$(left)" -gt 50 ]; then
+      log "ncu: one batch-1 decode step"
+      K3_E2E_PROFILE=1 K3_E2E_BATCHES=${K3_GPU_PROFILE_BATCHES:-1} timeout "$(($(left) - 10))" ncu --profile-from-start off \
+        --clock-control none --metrics gpu__time_duration.sum --csv \
+        "$B/bin/k3-bench-cuda" e2e "$SLICE" 0 "${COPY:-4227}" >"$OUT/ncu.csv" 2>&1
+      log "ncu rc $?"
+    fi
   else
     log "bench e2e skipped: $(left) s left"
   fi

@@ -1,8 +1,11 @@
 // End-to-end on the device: one model load, then prefill of one long prompt and batched decode
 // at several batch sizes through k3::Engine with device "cuda". Each step returns its logits
 // to the host, so wall-clock times around Engine::step include all device work.
+#include <cuda_profiler_api.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -38,7 +41,10 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
               now_s() - t_load, resident_gb);
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int64_t> tok(0, V - 1);
-  {  // prefill
+  // K3_E2E_PROFILE=1: the last decode step of each batch runs between cudaProfilerStart and
+  // Stop (for `ncu --profile-from-start off`: one step's kernels, nothing of the load).
+  const bool profile = std::getenv("K3_E2E_PROFILE") != nullptr;
+  if (prefill > 0) {  // prefill
     std::vector<int64_t> prompt(prefill);
     for (int64_t& t : prompt) t = tok(rng);
     std::vector<double> tps;
@@ -72,9 +78,12 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
         next[j] = tok(rng);
         b.add(seqs[j], std::span(&next[j], 1));
       }
+      const bool last = i + 1 == steps;
+      if (profile && last) cudaProfilerStart();
       const double t0 = now_s();
       engine.step(b);
       step_s.push_back(now_s() - t0);
+      if (profile && last) cudaProfilerStop();
     }
     const double med = median(step_s), tps = B / med;
     // Batch 1 reads every weight the token uses; the floor counts the bytes given (per token).

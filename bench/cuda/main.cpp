@@ -1,6 +1,7 @@
 // k3-bench-cuda: device benchmarks (bench/cuda/README in bench/RESULTS.md).
 //   k3-bench-cuda ops                          ceilings + cuda launchers at K3 shapes
 //   k3-bench-cuda e2e DIR [PREFILL] [GBS]      model prefill + decode at batch 1/16/64
+//     (PREFILL 0: no prefill; K3_E2E_BATCHES=1,16 picks the batches; K3_E2E_PROFILE: see e2e)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,11 +27,18 @@ int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "e2e") == 0) {
       const int64_t prefill = argc >= 4 ? std::atoll(argv[3]) : 8192;
       const double gbs = argc >= 5 ? std::atof(argv[4]) : 4227.0;
+      std::vector<int64_t> batches = {1, 16, 64};
+      if (const char* b = std::getenv("K3_E2E_BATCHES")) {  // e.g. "1" or "1,16"
+        batches.clear();
+        for (const char* p = b; *p != 0;) {
+          batches.push_back(std::atoll(p));
+          while (*p != 0 && *p != ',') ++p;
+          if (*p == ',') ++p;
+        }
+      }
       // K3_BENCH_E2E_PREFILL_ONLY=1: the prefill alone (no decode batches).
-      const bool no_decode = std::getenv("K3_BENCH_E2E_PREFILL_ONLY") != nullptr;
-      return k3::bench::bench_e2e(
-          argv[2], prefill, no_decode ? std::vector<int64_t>{} : std::vector<int64_t>{1, 16, 64},
-          16, gbs);
+      if (std::getenv("K3_BENCH_E2E_PREFILL_ONLY") != nullptr) batches.clear();
+      return k3::bench::bench_e2e(argv[2], prefill, batches, 16, gbs);
     }
     std::fprintf(stderr, "usage: k3-bench-cuda ops | e2e MODEL_DIR [PREFILL] [COPY_GB/S]\n");
     return 1;

@@ -18,8 +18,14 @@ struct Experts {
   std::vector<ExpertMats> mats;
 };
 
+// MXFP4 scale codes: 120 + [0, 6) by default (2^-7 … 2^-2); wide cases draw from the whole
+// finite range a checkpoint could hold (0 … 160: subnormal bf16 products, factors past 2^1).
+struct ScaleRange {
+  int lo = 120, span = 6;
+};
+
 Mat random_mat(int64_t rows, int64_t cols, MatFormat f, std::mt19937_64& rng,
-               std::vector<std::vector<uint8_t>>& keep) {
+               std::vector<std::vector<uint8_t>>& keep, ScaleRange sr = {}) {
   Mat m{rows, cols, f, nullptr, nullptr};
   const size_t n = static_cast<size_t>(rows * cols);
   if (f == MatFormat::mxfp4) {
@@ -27,7 +33,7 @@ Mat random_mat(int64_t rows, int64_t cols, MatFormat f, std::mt19937_64& rng,
     for (auto& b : keep.back()) b = static_cast<uint8_t>(rng());
     m.data = keep.back().data();
     keep.emplace_back(n / 32);
-    for (auto& b : keep.back()) b = static_cast<uint8_t>(120 + rng() % 6);  // 2^-7 … 2^-2
+    for (auto& b : keep.back()) b = static_cast<uint8_t>(sr.lo + rng() % sr.span);
     m.scales = keep.back().data();
     return m;
   }
@@ -44,12 +50,13 @@ Mat random_mat(int64_t rows, int64_t cols, MatFormat f, std::mt19937_64& rng,
   return m;
 }
 
-Experts random_experts(int64_t E, int64_t L, int64_t I, MatFormat f, std::mt19937_64& rng) {
+Experts random_experts(int64_t E, int64_t L, int64_t I, MatFormat f, std::mt19937_64& rng,
+                       ScaleRange sr = {}) {
   Experts x;
   x.bytes.reserve(static_cast<size_t>(6 * E));  // pointers into it must stay put
   for (int64_t e = 0; e < E; ++e) {
-    x.mats.push_back({random_mat(I, L, f, rng, x.bytes), random_mat(I, L, f, rng, x.bytes),
-                      random_mat(L, I, f, rng, x.bytes)});
+    x.mats.push_back({random_mat(I, L, f, rng, x.bytes, sr), random_mat(I, L, f, rng, x.bytes, sr),
+                      random_mat(L, I, f, rng, x.bytes, sr)});
   }
   return x;
 }
@@ -58,12 +65,16 @@ const char* fmt_name(MatFormat f) {
   return f == MatFormat::mxfp4 ? "mxfp4" : f == MatFormat::bf16 ? "bf16" : "f32";
 }
 
-OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat f) {
+OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat f,
+                ScaleRange sr = {}) {
   const std::string shape = "T=" + std::to_string(T) + " k=" + std::to_string(k) +
                             " E=" + std::to_string(E) + " L=" + std::to_string(L) +
-                            " I=" + std::to_string(I) + " " + fmt_name(f);
+                            " I=" + std::to_string(I) + " " + fmt_name(f) +
+                            (sr.lo != 120 ? " scales " + std::to_string(sr.lo) + "+" +
+                                                std::to_string(sr.span)
+                                          : "");
   return {"moe_experts", shape, 1e-5, [=](std::mt19937_64& rng, Impl impl) {
-            const Experts ex = random_experts(E, L, I, f, rng);
+            const Experts ex = random_experts(E, L, I, f, rng, sr);
             const std::vector<float> z = randn(rng, T * L);
             std::vector<int32_t> sel(T * k);
             std::vector<int32_t> ids(E);
@@ -102,6 +113,18 @@ std::vector<OpCase> cases() {
     v.push_back(moe_case(2, 4, 4, 96, mx ? 32 : 40, f));  // both tokens on every expert
     v.push_back(moe_case(1, 4, 9, 128, 64, f));
   }
+  // The device's tensor-core MXFP4 path (moe_mma.cu): widths past one 128-column chunk and
+  // off it (160, 96: a partial chunk), rows past one 128-row block, 1 … 8·4 slot columns per
+  // window (T·k/E slots an expert: 1, 4, 13, 48 with a second window), 128 tokens.
+  v.push_back(moe_case(1, 4, 8, 256, 96, MatFormat::mxfp4));
+  v.push_back(moe_case(1, 1, 3, 160, 160, MatFormat::mxfp4));
+  v.push_back(moe_case(4, 4, 4, 160, 96, MatFormat::mxfp4));
+  v.push_back(moe_case(16, 6, 7, 128, 288, MatFormat::mxfp4));
+  v.push_back(moe_case(64, 6, 8, 96, 64, MatFormat::mxfp4));
+  v.push_back(moe_case(128, 2, 5, 64, 32, MatFormat::mxfp4));
+  v.push_back(moe_case(3, 2, 3, 64, 64, MatFormat::mxfp4, {0, 4}));     // subnormal bf16 weights
+  v.push_back(moe_case(5, 2, 3, 96, 64, MatFormat::mxfp4, {0, 161}));   // codes 0 … 160
+  v.push_back(moe_case(2, 2, 2, 64, 32, MatFormat::mxfp4, {125, 10}));  // 2^-2 … 2^7
   // More choices x L than one wave of experts holds (moe_experts.cpp: 2^21 floats).
   v.push_back(moe_case(1100, 4, 9, 512, 8, MatFormat::f32));
   return v;

@@ -41,6 +41,55 @@ struct Runtime {
   // Never destroyed: kernels may still be queued at exit, and the driver frees everything.
 };
 
+// Small host arrays go to the device through a pinned ring. A copy from pageable memory makes
+// the stream drain first (CUDA's rule for pageable host-to-device copies), which left the GPU
+// idle at every table a decode step uploads while the host caught up. The ring is two halves;
+// before a half is reused, the event recorded when it was last left has completed (every copy
+// out of it has run).
+class PinnedRing {
+ public:
+  static constexpr size_t kHalf = size_t{4} << 20;
+  static constexpr size_t kMaxCopy = 64 << 10;  // larger copies stay pageable
+
+  // A pinned copy of host[0, n) to copy from on the stream, or nullptr.
+  const void* stage(const void* host, size_t n, cudaStream_t st) {
+    if (n > kMaxCopy) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (base_ == nullptr) {
+      check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&base_), 2 * kHalf, cudaHostAllocDefault),
+                 "pinned ring");
+      for (cudaEvent_t& e : left_) {
+        check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "pinned ring event");
+      }
+    }
+    const size_t need = (n + 255) / 256 * 256;
+    if (off_ + need > kHalf) {
+      check_cuda(cudaEventRecord(left_[half_], st), "pinned ring");
+      half_ ^= 1;
+      if (used_[half_]) check_cuda(cudaEventSynchronize(left_[half_]), "pinned ring");
+      off_ = 0;
+    }
+    used_[half_] = true;
+    char* p = base_ + half_ * kHalf + off_;
+    off_ += need;
+    std::memcpy(p, host, n);
+    return p;
+  }
+
+ private:
+  std::mutex mu_;
+  char* base_ = nullptr;
+  cudaEvent_t left_[2] = {};
+  bool used_[2] = {false, false};
+  int half_ = 0;
+  size_t off_ = 0;
+};
+
+PinnedRing& pinned_ring() {
+  static PinnedRing* r = new PinnedRing();  // never destroyed (copies may be queued at exit)
+  return *r;
+}
+
 bool g_staging = false;  // set by the op harness only; no device needed to set it
 
 Runtime& runtime() {
@@ -96,7 +145,24 @@ const BlasApi& blas_api() {
 }
 
 cudaStream_t stream() { return runtime().stream; }
+
+void copy_in_async(void* dst, const void* host, size_t n, const char* what) {
+  if (n == 0) return;
+  const void* src = pinned_ring().stage(host, n, stream());
+  check_cuda(cudaMemcpyAsync(dst, src != nullptr ? src : host, n, cudaMemcpyHostToDevice, stream()),
+             what);
+}
 cublasHandle_t blas() { return runtime().blas; }
+
+int sm_count() {
+  static int n = 0;
+  if (n == 0) {
+    int dev = 0;
+    check_cuda(cudaGetDevice(&dev), "device");
+    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "sm count");
+  }
+  return n;
+}
 bool host_staging() { return g_staging; }
 
 const void* resident(const void* p) {
@@ -148,8 +214,7 @@ class CudaBackend final : public Backend {
     }
   }
   void copy_to_device(void* dst, const void* src, size_t n) override {
-    cuda::check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cuda::stream()),
-                     "copy to device");
+    cuda::copy_in_async(dst, src, n, "copy to device");
   }
   void copy_to_host(void* dst, const void* src, size_t n) override {
     cuda::check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cuda::stream()),

@@ -1,6 +1,9 @@
 // Element-wise, norm, gather/scatter, copy, gate, conv and AttnRes launchers: correct simple
 // kernels (one thread per element, or one block per row with a block reduction in fp32/double
 // where the CPU version sums in double).
+#include <algorithm>
+#include <vector>
+
 #include "backend/cuda/launchers.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/runtime.cuh"
@@ -187,17 +190,28 @@ void embed_cuda(const Mat& table, const int64_t* ids, int64_t T, float* out) {
   }
 }
 
-// ---- row norms: one block per row ----
+// ---- row norms: one block per row, sized to the row (a decode step has one row of 7168: a
+// fixed 256 threads left it latency-bound at 18 µs), 16-byte loads where the row allows ----
 
 namespace {
 
-template <int kMode>  // 0 rms, 1 gated rms, 2 l2
+__device__ inline double sq4(float4 v) {
+  return double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z + double(v.w) * v.w;
+}
+
+template <int kMode, bool kVec>  // kMode: 0 rms, 1 gated rms, 2 l2
 __global__ void norm_kernel(const float* x, const float* z, const float* w, int64_t n, float eps,
                             float* y) {
   const int64_t r = blockIdx.x;
   const float* xr = x + r * n;
   double ss = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xr[i]) * xr[i];
+  if (kVec) {
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      ss += sq4(reinterpret_cast<const float4*>(xr)[i]);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xr[i]) * xr[i];
+  }
   ss = cuda::block_sum(ss);
   float s;
   if (kMode == 2) {
@@ -206,12 +220,37 @@ __global__ void norm_kernel(const float* x, const float* z, const float* w, int6
     s = static_cast<float>(1.0 / sqrt(ss / double(n) + eps));
   }
   float* yr = y + r * n;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = xr[i];
-    if (kMode == 0) yr[i] = w[i] * (v * s);
-    if (kMode == 1) yr[i] = v * s * w[i] * sigmoidf_(z[r * n + i]);
-    if (kMode == 2) yr[i] = v * s;
+  auto one = [&](int64_t i, float v) {
+    if (kMode == 0) return w[i] * (v * s);
+    if (kMode == 1) return v * s * w[i] * sigmoidf_(z[r * n + i]);
+    return v * s;
+  };
+  if (kVec) {
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      const float4 v = reinterpret_cast<const float4*>(xr)[i];
+      reinterpret_cast<float4*>(yr)[i] =
+          make_float4(one(4 * i, v.x), one(4 * i + 1, v.y), one(4 * i + 2, v.z), one(4 * i + 3, v.w));
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = one(i, xr[i]);
   }
+}
+
+bool al16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <int kMode>
+void launch_norm(const float* x, const float* z, const float* w, int64_t rows, int64_t n, float eps,
+                 float* y, const char* op) {
+  const bool vec = n % 4 == 0 && al16(x) && al16(y) && (w == nullptr || al16(w)) &&
+                   (z == nullptr || al16(z));
+  const int64_t per_row = vec ? n / 4 : n;  // loads per row
+  const int threads = static_cast<int>(std::clamp<int64_t>((per_row + 31) / 32 * 32, 32, 1024));
+  if (vec) {
+    norm_kernel<kMode, true><<<rows, threads, 0, stream()>>>(x, z, w, n, eps, y);
+  } else {
+    norm_kernel<kMode, false><<<rows, threads, 0, stream()>>>(x, z, w, n, eps, y);
+  }
+  check_launch(op);
 }
 
 }  // namespace
@@ -222,8 +261,7 @@ void rms_norm_cuda(const float* x, int64_t rows, int64_t n, const float* w, floa
   const float* dx = a.in(x, rows * n);
   const float* dw = a.in(w, n);
   float* dy = a.out(y, rows * n);
-  norm_kernel<0><<<rows, kThreads, 0, stream()>>>(dx, nullptr, dw, n, eps, dy);
-  check_launch("rms_norm");
+  launch_norm<0>(dx, nullptr, dw, rows, n, eps, dy, "rms_norm");
 }
 
 void gated_rms_norm_cuda(const float* x, const float* z, int64_t rows, int64_t n, const float* w,
@@ -234,8 +272,7 @@ void gated_rms_norm_cuda(const float* x, const float* z, int64_t rows, int64_t n
   const float* dz = a.in(z, rows * n);
   const float* dw = a.in(w, n);
   float* dy = a.out(y, rows * n);
-  norm_kernel<1><<<rows, kThreads, 0, stream()>>>(dx, dz, dw, n, eps, dy);
-  check_launch("gated_rms_norm");
+  launch_norm<1>(dx, dz, dw, rows, n, eps, dy, "gated_rms_norm");
 }
 
 void l2_norm_cuda(const float* x, int64_t rows, int64_t n, float eps, float* y) {
@@ -243,8 +280,7 @@ void l2_norm_cuda(const float* x, int64_t rows, int64_t n, float eps, float* y) 
   Args a;
   const float* dx = a.in(x, rows * n);
   float* dy = a.out(y, rows * n);
-  norm_kernel<2><<<rows, kThreads, 0, stream()>>>(dx, nullptr, nullptr, n, eps, dy);
-  check_launch("l2_norm");
+  launch_norm<2>(dx, nullptr, nullptr, rows, n, eps, dy, "l2_norm");
 }
 
 // ---- conv1d + SiLU: one thread per channel walks the tokens ----
@@ -286,38 +322,55 @@ void conv1d_silu_cuda(const float* x, const float* w, float* state, Conv1dShape 
   check_launch("conv1d_silu");
 }
 
-// ---- AttnRes mix: one block per token ----
+// ---- AttnRes mix: a block per (token, candidate) for the scores, then one thread per output
+// element (one block per token walked the candidates one after another: 32 µs a decode mix) ----
 
 namespace {
 
 constexpr int kMaxCands = 64;
 
-__global__ void attn_res_kernel(const float* const* cands, int n, int64_t d, const float* w,
-                                float eps, float* out) {
+// score [T, n]: score[t, i] = (v · w) / rms(v) for v = cands[i][t].
+template <bool kVec>  // kVec: d % 4 == 0, rows and w 16-byte aligned
+__global__ void attn_res_scores(const float* const* cands, int n, int64_t d, const float* w,
+                                float eps, float* score) {
   const int64_t t = blockIdx.x;
-  __shared__ float score[kMaxCands];
-  for (int i = 0; i < n; ++i) {
-    const float* v = cands[i] + t * d;
-    float ss = 0, dot = 0;
+  const int i = static_cast<int>(blockIdx.y);
+  const float* v = cands[i] + t * d;
+  float ss = 0, dot = 0;
+  if (kVec) {
+    for (int64_t j = threadIdx.x; j < d / 4; j += blockDim.x) {
+      const float4 a = reinterpret_cast<const float4*>(v)[j];
+      const float4 b = reinterpret_cast<const float4*>(w)[j];
+      ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+      dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+  } else {
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
       ss += v[j] * v[j];
       dot += v[j] * w[j];
     }
-    ss = cuda::block_sum(ss);
-    dot = cuda::block_sum(dot);
-    if (threadIdx.x == 0) score[i] = dot / sqrtf(ss / static_cast<float>(d) + eps);
   }
-  __syncthreads();
+  ss = cuda::block_sum(ss);
+  dot = cuda::block_sum(dot);
+  if (threadIdx.x == 0) score[t * n + i] = dot / sqrtf(ss / static_cast<float>(d) + eps);
+}
+
+// out [T, d] = Σ_i softmax_i(score[t]) · cands[i][t].
+__global__ void attn_res_apply(const float* const* cands, int n, int64_t T, int64_t d,
+                               const float* score, float* out) {
+  const int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (idx >= T * d) return;
+  const int64_t t = idx / d;
+  const float* sc = score + t * n;
   float mx = -INFINITY;
-  for (int i = 0; i < n; ++i) mx = fmaxf(mx, score[i]);
-  float e[kMaxCands];
-  float sum = 0;
-  for (int i = 0; i < n; ++i) sum += (e[i] = expf(score[i] - mx));
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    float acc = 0;
-    for (int i = 0; i < n; ++i) acc += e[i] * cands[i][t * d + j];
-    out[t * d + j] = acc / sum;
+  for (int i = 0; i < n; ++i) mx = fmaxf(mx, sc[i]);
+  float sum = 0, acc = 0;
+  for (int i = 0; i < n; ++i) {
+    const float e = expf(sc[i] - mx);
+    sum += e;
+    acc += e * cands[i][idx];
   }
+  out[idx] = acc / sum;
 }
 
 }  // namespace
@@ -333,49 +386,99 @@ void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w
   const float* const* dc = a.host_array(dev.data(), dev.size());
   const float* dw = a.in(w, s.d);
   float* dout = a.out(out, s.T * s.d);
-  attn_res_kernel<<<s.T, kThreads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, dout);
+  cuda::Scratch score(static_cast<size_t>(s.T * s.n) * sizeof(float));
+  auto* sc = static_cast<float*>(score.get());
+  bool vec = s.d % 4 == 0 && al16(dw);
+  for (const float* p : dev) vec &= al16(p);
+  const int64_t loads = vec ? s.d / 4 : s.d;  // a thread per load (a decode mix: one block each)
+  const int threads = static_cast<int>(std::clamp<int64_t>((loads + 31) / 32 * 32, 32, 1024));
+  const dim3 grid(static_cast<unsigned>(s.T), static_cast<unsigned>(s.n));
+  if (vec) {
+    attn_res_scores<true><<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, sc);
+  } else {
+    attn_res_scores<false><<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps,
+                                                           sc);
+  }
+  check_launch("attn_res_mix (scores)");
+  attn_res_apply<<<blocks_for(s.T * s.d, kThreads), kThreads, 0, stream()>>>(
+      dc, static_cast<int>(s.n), s.T, s.d, sc, dout);
   check_launch("attn_res_mix");
 }
 
-// ---- router: one thread per token (E is small enough for a register-free selection) ----
+// ---- router: one warp per token. k rounds of a warp arg-max over the experts not yet taken
+// (ties to the lower id, as the CPU's sort), scores and flags in shared memory; the choices
+// sorted by rank and weighed with the CPU's arithmetic (the sum in ascending id order). One
+// thread per token scanned all E experts k times through global memory: 160 µs a step. ----
 
 namespace {
 
+constexpr int kRouterWarps = 4;
+
+struct ArgMax {
+  float v;
+  int e;  // -1: none
+};
+
+__device__ inline bool better(ArgMax a, ArgMax b) {  // a before b
+  if (a.e < 0) return false;
+  if (b.e < 0) return true;
+  return a.v > b.v || (a.v == b.v && a.e < b.e);
+}
+
 __global__ void router_kernel(const float* logits, const float* bias, RouterParams p, int64_t T,
                               int32_t* sel, float* weight) {
-  const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (t >= T) return;
-  const int64_t E = p.n_expert, k = p.top_k;
+  extern __shared__ unsigned char router_smem[];
+  const int E = static_cast<int>(p.n_expert), k = static_cast<int>(p.top_k);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t = blockIdx.x * int64_t{kRouterWarps} + warp;
+  if (t >= T) return;  // the whole warp
+  // Per warp: s [E] sigmoid scores, v [E] biased, chosen [k], order [k], taken [E].
+  float* s = reinterpret_cast<float*>(router_smem) + int64_t{warp} * (2 * E + 2 * k);
+  float* v = s + E;
+  int32_t* chosen = reinterpret_cast<int32_t*>(v + E);
+  int32_t* order = chosen + k;
+  unsigned char* taken = router_smem + int64_t{kRouterWarps} * (2 * E + 2 * k) * 4 +
+                         int64_t{warp} * E;
   const float* lg = logits + t * E;
-  int32_t* st = sel + t * k;
-  // Selection by repeated arg-max over s + bias (ties to the lower id), excluding chosen ones.
-  for (int64_t i = 0; i < k; ++i) {
-    int32_t best = -1;
-    float best_v = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int64_t j = 0; j < i; ++j) taken |= st[j] == e;
-      if (taken) continue;
-      const float v = 1.0f / (1.0f + expf(-lg[e])) + bias[e];
-      if (best < 0 || v > best_v) {
-        best = static_cast<int32_t>(e);
-        best_v = v;
-      }
+  for (int e = lane; e < E; e += 32) {
+    s[e] = 1.0f / (1.0f + expf(-lg[e]));
+    v[e] = s[e] + bias[e];
+    taken[e] = 0;
+  }
+  __syncwarp();
+  for (int i = 0; i < k; ++i) {
+    ArgMax best{0.0f, -1};
+    for (int e = lane; e < E; e += 32) {
+      const ArgMax c{v[e], e};
+      if (taken[e] == 0 && better(c, best)) best = c;
     }
-    st[i] = best;
+    for (int o = 16; o > 0; o >>= 1) {
+      const ArgMax other{__shfl_xor_sync(0xffffffffu, best.v, o),
+                         __shfl_xor_sync(0xffffffffu, best.e, o)};
+      if (better(other, best)) best = other;
+    }
+    if (lane == 0) {
+      chosen[i] = best.e;
+      taken[best.e] = 1;
+    }
+    __syncwarp();
   }
-  for (int64_t i = 1; i < k; ++i) {  // ascending expert id
-    const int32_t v = st[i];
-    int64_t j = i - 1;
-    for (; j >= 0 && st[j] > v; --j) st[j + 1] = st[j];
-    st[j + 1] = v;
+  for (int i = lane; i < k; i += 32) {  // ascending expert id: each choice's rank
+    int rank = 0;
+    for (int j = 0; j < k; ++j) rank += chosen[j] < chosen[i];
+    order[rank] = chosen[i];
   }
-  double sum = 0;
-  for (int64_t i = 0; i < k; ++i) sum += 1.0f / (1.0f + expf(-lg[st[i]]));
+  __syncwarp();
+  double sum = 0;  // the CPU's order: ascending id
+  if (lane == 0) {
+    for (int i = 0; i < k; ++i) sum += s[order[i]];
+  }
+  sum = __shfl_sync(0xffffffffu, sum, 0);
   const bool renorm = p.renormalize && k > 1;
-  for (int64_t i = 0; i < k; ++i) {
-    const float s = 1.0f / (1.0f + expf(-lg[st[i]]));
-    const double wv = renorm ? s / (sum + 1e-20) : s;
+  for (int i = lane; i < k; i += 32) {
+    const float si = s[order[i]];
+    const double wv = renorm ? si / (sum + 1e-20) : si;
+    sel[t * k + i] = order[i];
     weight[t * k + i] = static_cast<float>(wv) * p.scale;
   }
 }
@@ -390,7 +493,11 @@ void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t
   const float* db = a.in(bias, p.n_expert);
   int32_t* ds = a.out(sel, T * p.top_k);
   float* dw = a.out(weight, T * p.top_k);
-  router_kernel<<<blocks_for(T, 64), 64, 0, stream()>>>(dl, db, p, T, ds, dw);
+  const size_t smem = static_cast<size_t>(kRouterWarps) * (p.n_expert * 9 + p.top_k * 8);
+  check(p.top_k >= 1 && p.top_k <= p.n_expert && smem <= 48 * 1024, "router (cuda): ",
+        p.n_expert, " experts top-", p.top_k, " (up to 1300 experts)");
+  router_kernel<<<blocks_for(T, kRouterWarps), 32 * kRouterWarps, smem, stream()>>>(dl, db, p, T,
+                                                                                   ds, dw);
   check_launch("router");
 }
 

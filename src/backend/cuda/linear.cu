@@ -29,14 +29,42 @@ constexpr int kWarpsPerBlock = 8;
 constexpr int kRowsPerWarp = 4;
 
 // BF16, cols % 8 == 0: a warp owns kRowsPerWarp rows, each lane reads 16 bytes of each per step.
-template <int kT>
+// kSplit warps share a row group, each over its own column range, summed through shared
+// memory in warp order (deterministic): a matrix with few rows (7168 rows make 224 blocks of
+// one warp a group for 132 SMs) then still spreads evenly over the chip.
+template <int kT, int kSplit>
 __global__ void gemv_bf16(const float* x, int T, const uint16_t* w, int64_t rows, int64_t cols,
                           float* y) {
-  const int64_t r0 = (blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32) * kRowsPerWarp;
-  if (r0 >= rows) return;
+  constexpr int kGroups = kWarpsPerBlock / kSplit;
+  const int warp = threadIdx.x / 32, part = warp % kSplit;
+  const int64_t r0 = (blockIdx.x * int64_t{kGroups} + warp / kSplit) * kRowsPerWarp;
+  if (kSplit == 1) {
+    if (r0 >= rows) return;
+    float acc[kT][kRowsPerWarp] = {};
+    cuda::rows_dot_bf16<kT, kRowsPerWarp>(w, r0, rows, x, cols, T, acc);
+    cuda::warp_finish_rows<kT, kRowsPerWarp>(acc, T, r0, rows, rows, y);
+    return;
+  }
+  __shared__ float part_sums[kWarpsPerBlock][kT][kRowsPerWarp];
+  const int64_t per = (cols / 8 + kSplit - 1) / kSplit * 8;
+  const int64_t c0 = min(cols, part * per), c1 = min(cols, c0 + per);
   float acc[kT][kRowsPerWarp] = {};
-  cuda::rows_dot_bf16<kT, kRowsPerWarp>(w, r0, rows, x, cols, T, acc);
-  cuda::warp_finish_rows<kT, kRowsPerWarp>(acc, T, r0, rows, rows, y);
+  if (r0 < rows) cuda::rows_dot_bf16_range<kT, kRowsPerWarp>(w, r0, rows, x, cols, c0, c1, T, acc);
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const float v = cuda::warp_sum(acc[t][r]);
+      if (threadIdx.x % 32 == 0) part_sums[warp][t][r] = v;
+    }
+  }
+  __syncthreads();
+  // Thread i of the group's first warp: token i / kRowsPerWarp, row i % kRowsPerWarp.
+  const int i = threadIdx.x % 32, t = i / kRowsPerWarp, r = i % kRowsPerWarp;
+  if (part != 0 || t >= T || t >= kT || r0 + r >= rows) return;
+  float sum = 0.0f;
+  for (int q = 0; q < kSplit; ++q) sum += part_sums[warp + q][t][r];
+  y[t * rows + r0 + r] = sum;
 }
 
 // MXFP4: decoded in registers from the packed nibbles and scales, kRowsPerWarp rows per warp.
@@ -77,8 +105,28 @@ void gemv(const float* x, int T, const Mat& w, const void* data, const uint8_t* 
     gemv_mxfp4<kT><<<grid_rows, threads, 0, stream()>>>(x, T, static_cast<const uint8_t*>(data),
                                                         scales, w.rows, w.cols, y);
   } else if (w.format == MatFormat::bf16 && vec) {
-    gemv_bf16<kT><<<grid_rows, threads, 0, stream()>>>(x, T, static_cast<const uint16_t*>(data),
-                                                       w.rows, w.cols, y);
+    // The fewest column splits that give every SM about four blocks (wide rows only).
+    const int64_t want = 4 * cuda::sm_count();
+    int split = 1;
+    while (split < kWarpsPerBlock && blocks_for(w.rows, kWarpsPerBlock / split * kRowsPerWarp) < want &&
+           w.cols / (2 * split) >= 256) {
+      split *= 2;
+    }
+    const int grid_split = blocks_for(w.rows, kWarpsPerBlock / split * kRowsPerWarp);
+    const auto* wd = static_cast<const uint16_t*>(data);
+    switch (split) {
+      case 1:
+        gemv_bf16<kT, 1><<<grid_rows, threads, 0, stream()>>>(x, T, wd, w.rows, w.cols, y);
+        break;
+      case 2:
+        gemv_bf16<kT, 2><<<grid_split, threads, 0, stream()>>>(x, T, wd, w.rows, w.cols, y);
+        break;
+      case 4:
+        gemv_bf16<kT, 4><<<grid_split, threads, 0, stream()>>>(x, T, wd, w.rows, w.cols, y);
+        break;
+      default:
+        gemv_bf16<kT, 8><<<grid_split, threads, 0, stream()>>>(x, T, wd, w.rows, w.cols, y);
+    }
   } else {
     gemv_scalar<kT><<<grid, threads, 0, stream()>>>(x, T, data, w.format == MatFormat::bf16, w.rows,
                                                     w.cols, y);

@@ -609,16 +609,6 @@ struct Plan {
   std::vector<Item> items;
 };
 
-int cached_sm_count() {
-  static int n = 0;
-  if (n == 0) {
-    int dev = 0;
-    cuda::check_cuda(cudaGetDevice(&dev), "device");
-    cuda::check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "sm count");
-  }
-  return n;
-}
-
 // Key ranges: about four blocks per multiprocessor over the whole batch, in whole tiles.
 Plan make_plan(Args& a, const MlaBatchSeq* seqs, int64_t n_seqs, int64_t H) {
   Plan p;
@@ -627,7 +617,7 @@ Plan make_plan(Args& a, const MlaBatchSeq* seqs, int64_t n_seqs, int64_t H) {
     const int64_t S = seqs[i].n_past + seqs[i].n, G = (seqs[i].n * H + kRows - 1) / kRows;
     if (seqs[i].n > 0) work += (S + kKeys - 1) / kKeys * G;
   }
-  const int64_t target = 4 * int64_t{cached_sm_count()};
+  const int64_t target = 4 * int64_t{cuda::sm_count()};
   const int64_t tiles_per_item = std::max<int64_t>(2, (work + target - 1) / target);
   for (int64_t i = 0; i < n_seqs; ++i) {
     const MlaBatchSeq& s = seqs[i];

@@ -2,7 +2,10 @@
 // device (no copy back to the host), each expert's rows gathered, the gate/up/down projections
 // run for all experts together, SiTU-GLU in between, and every token's outputs combined in
 // choice order.
-//   steps of up to 128 tokens (decode batches): grouped GEMV kernels straight from the packed
+//   MXFP4 experts, steps of up to 128 tokens (decode batches): the tensor-core kernels of
+//     moe_mma.cu straight from the packed weights, each weight byte read once per window of an
+//     expert's slots (once per step at batch 1); 8 launches per layer;
+//   BF16/F32 experts, steps of up to 128 tokens: grouped GEMV kernels straight from the stored
 //     weights, one block row per (active expert, 8 weight rows), each weight row read once per
 //     8 of its tokens; 9 launches per layer whatever the expert count;
 //   larger steps: the group offsets come back to the host and each expert with rows runs the
@@ -13,6 +16,7 @@
 
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/launchers.h"
+#include "backend/cuda/moe_mma.h"
 #include "backend/cuda/runtime.cuh"
 
 namespace k3 {
@@ -200,6 +204,31 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
   scan_groups<<<1, 32, 0, stream()>>>(counts, static_cast<int>(E), offsets, active, n_active, fill);
   place_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, fill, slot_of, choice_of);
   check_launch("moe_experts (grouping)");
+  if (g0.format == MatFormat::mxfp4 && T <= cuda::kMmaMaxT && aligned) {
+    // Tensor cores on the packed weights, activations as three bf16 parts (moe_mma.h).
+    std::vector<cuda::Mxfp4Expert> mx(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) {
+      for (int w = 0; w < 3; ++w) {
+        mx[e].data[w] = static_cast<const uint8_t*>(ptrs[e].data[w]);
+        mx[e].scales[w] = ptrs[e].scales[w];
+      }
+    }
+    const cuda::Mxfp4Expert* dmx = a.host_array(mx.data(), mx.size());
+    const cuda::MoeGroups grp{offsets, active, n_active, std::min(E, N)};
+    Scratch zs_s(3 * N * L * 2), hs_s(3 * N * I * 2);
+    Scratch g3_s(3 * N * I * sizeof(float)), u3_s(3 * N * I * sizeof(float));
+    Scratch y3_s(3 * N * L * sizeof(float));
+    auto* zs = static_cast<__nv_bfloat16*>(zs_s.get());
+    auto* hs = static_cast<__nv_bfloat16*>(hs_s.get());
+    float* gu[2] = {static_cast<float*>(g3_s.get()), static_cast<float*>(u3_s.get())};
+    float* y3 = static_cast<float*>(y3_s.get());
+    cuda::moe_gather_split(dz, choice_of, N, k, L, zs);
+    cuda::moe_mxfp4_mma(zs, grp, dmx, 0, 2, I, L, N, T, gu);  // gate and up in one launch
+    cuda::moe_situ_split(gu[0], gu[1], N, I, s.situ, hs);
+    cuda::moe_mxfp4_mma(hs, grp, dmx, 2, 1, L, I, N, T, &y3);
+    cuda::moe_combine3(y3, slot_of, dw, T, k, L, dc);
+    return;
+  }
   Scratch zin_s(N * L * sizeof(float)), ga_s(N * I * sizeof(float)), up_s(N * I * sizeof(float));
   Scratch y_s(N * L * sizeof(float));
   float *zin = static_cast<float*>(zin_s.get()), *ga = static_cast<float*>(ga_s.get());

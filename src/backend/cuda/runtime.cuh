@@ -20,7 +20,11 @@ void check_blas(cublasStatus_t s, const char* what);
 inline void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
 
 cudaStream_t stream();
+// dst (device) = host[0, n) on the stream; host may be reused once this returns (small copies
+// go through a pinned ring, so the stream does not drain first as for pageable memory).
+void copy_in_async(void* dst, const void* host, size_t n, const char* what);
 cublasHandle_t blas();
+int sm_count();  // multiprocessors of the device
 
 // cuBLAS is opened at first use (dlopen), not linked: its libraries take a fifth of a second
 // to load, which every test process of a CUDA build would pay even with no device.
@@ -60,9 +64,7 @@ template <typename T>
 const T* upload(const T* host, size_t n, std::vector<Scratch>& keep) {
   if (n == 0) return nullptr;
   keep.emplace_back(n * sizeof(T));
-  check_cuda(
-      cudaMemcpyAsync(keep.back().get(), host, n * sizeof(T), cudaMemcpyHostToDevice, stream()),
-      "upload");
+  copy_in_async(keep.back().get(), host, n * sizeof(T), "upload");
   return static_cast<const T*>(keep.back().get());
 }
 
