@@ -135,25 +135,7 @@ __device__ inline void rows_dot_bf16_range(const uint16_t* w, int64_t r0, int64_
 template <int kT, int kR>
 __device__ inline void rows_dot_bf16(const uint16_t* w, int64_t r0, int64_t R, const float* x,
                                      int64_t cols, int T, float (&acc)[kT][kR]) {
-  const int lane = threadIdx.x % 32;
-  const uint16_t* row[kR];
-#pragma unroll
-  for (int r = 0; r < kR; ++r) row[r] = w + min(r0 + r, R - 1) * cols;
-#pragma unroll 2
-  for (int64_t i = lane * 8; i < cols; i += 256) {
-    float vals[kR][8];
-#pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(row[r] + i);
-      const uint32_t p[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        vals[r][2 * j] = bf16_bits(p[j] & 0xffffu);
-        vals[r][2 * j + 1] = bf16_bits(p[j] >> 16);
-      }
-    }
-    fma8_rows<kT, kR>(vals, x, cols, i, T, acc);
-  }
+  rows_dot_bf16_range<kT, kR>(w, r0, R, x, cols, 0, cols, T, acc);
 }
 
 // MXFP4 rows r0 … r0+kR-1 (cols % 32 == 0): lane l reads 4 packed bytes (8 columns) of each
