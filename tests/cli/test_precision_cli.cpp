@@ -28,8 +28,9 @@ TEST(PrecisionFlag, Fp32AndBf16RunAndUnknownNamesAreErrors) {
     for (const auto& args : commands(p)) {
       const test::CliResult r = test::run_k3(args);
       EXPECT_EQ(r.exit_code, 0) << args[0] << " " << p << ": " << r.err;
-      if (args[0] == "bench")
+      if (args[0] == "bench") {
         EXPECT_EQ(r.out.find("+bf16") != std::string::npos, std::string(p) == "bf16") << r.out;
+      }
     }
   }
   for (const auto& args : commands("fp16")) {

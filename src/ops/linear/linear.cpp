@@ -130,9 +130,9 @@ void linear_fp32(const float* x, int64_t T, const Mat& w, float* y) {
 }
 
 // bf16 precision (core/precision.h) applies to the stored low-precision weights; F32 weights
-// (training's master weights, tests) keep fp32 arithmetic.
+// (training's master weights, tests) and the MoE router (Mat::keep_fp32) keep fp32.
 void linear(const float* x, int64_t T, const Mat& w, float* y) {
-  if (active_precision() == Precision::bf16 && w.format != MatFormat::f32) {
+  if (active_precision() == Precision::bf16 && w.format != MatFormat::f32 && !w.keep_fp32) {
     linear_bf16(x, T, w, y);
     return;
   }

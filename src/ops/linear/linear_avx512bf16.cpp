@@ -152,7 +152,8 @@ void rows_bf16(const uint16_t* x, const uint16_t* w, int64_t cols, int64_t r0, i
   }
 }
 
-// Any T: 4-token x 4-row tiles, then a 2-token pass and a lone token over 8 rows.
+// Any T: 4-token x 4-row tiles, then a 2-token pass and a lone token over 8 rows. (6 x 4
+// tiles, 10 loads per 24 vdpbf16ps against 8 per 16, measured the same on K3-small's prefill.)
 void gemv_bf16(const uint16_t* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
                int64_t nr, float* y, int64_t ldy) {
   int64_t t = 0;
