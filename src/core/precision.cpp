@@ -40,11 +40,11 @@ Precision active_precision() {
   return static_cast<Precision>(g_precision.load(std::memory_order_relaxed));
 }
 
-void set_precision(Precision p) { g_precision.store(static_cast<int>(p), std::memory_order_relaxed); }
-
-bool bf16_dot_available() {
-  return active_isa() == Isa::avx512 && cpu_features().avx512_bf16;
+void set_precision(Precision p) {
+  g_precision.store(static_cast<int>(p), std::memory_order_relaxed);
 }
+
+bool bf16_dot_available() { return active_isa() == Isa::avx512 && cpu_features().avx512_bf16; }
 
 bool bf16_dot_native() {
   return bf16_dot_available() && g_bf16_dot_allowed.load(std::memory_order_relaxed);

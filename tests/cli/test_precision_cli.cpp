@@ -42,13 +42,13 @@ TEST(PrecisionFlag, Fp32AndBf16RunAndUnknownNamesAreErrors) {
 }
 
 TEST(PrecisionFlag, EnvironmentSetsTheDefaultAndABadValueStops) {
-  const std::vector<std::string> bench = {"bench", "-m", kTiny, "-p", "3", "-n", "0",
-                                          "-r", "1", "-t", "1", "-o", "json"};
+  const std::vector<std::string> bench = {"bench", "-m", kTiny, "-p", "3",  "-n",  "0",
+                                          "-r",    "1",  "-t",  "1",  "-o", "json"};
   test::CliResult r = test::run_k3(bench, "", {{"K3_PRECISION", "bf16"}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("+bf16"), std::string::npos) << r.out;
-  r = test::run_k3({"bench", "-m", kTiny, "-p", "3", "-n", "0", "-r", "1", "-t", "1", "-o",
-                    "json", "--precision", "fp32"},
+  r = test::run_k3({"bench", "-m", kTiny, "-p", "3", "-n", "0", "-r", "1", "-t", "1", "-o", "json",
+                    "--precision", "fp32"},
                    "", {{"K3_PRECISION", "bf16"}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("+bf16"), std::string::npos) << "the flag wins over the environment";

@@ -81,8 +81,8 @@ class Golden : public ::testing::TestWithParam<std::string> {
                     const std::string& what, double tol = kTol) {
     ASSERT_EQ(got.size(), want.size()) << what;
     Compare c = compare(got, want, V_);
-    std::printf("    %-34s max rel L2 %.3e (position %lld), argmax mismatches %lld\n",
-                what.c_str(), c.max_rel, (long long)c.worst, (long long)c.argmax_mismatch);
+    std::printf("    %-34s max rel L2 %.3e (position %lld), argmax mismatches %lld\n", what.c_str(),
+                c.max_rel, (long long)c.worst, (long long)c.argmax_mismatch);
     EXPECT_LE(c.max_rel, tol) << what << ": worst position " << c.worst;
     EXPECT_EQ(c.argmax_mismatch, 0) << what;
   }
@@ -209,8 +209,7 @@ TEST_P(TrainedDefault, Bf16MatchesReferenceOnEveryPath) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, TrainedDefault,
-                         ::testing::Values(std::string(K3_SOURCE_DIR "/models/default")),
-                         name_of);
+                         ::testing::Values(std::string(K3_SOURCE_DIR "/models/default")), name_of);
 
 }  // namespace
 }  // namespace k3

@@ -86,8 +86,16 @@ TEST(LinearBf16, MatchesDoubleReferenceOnRoundedActivationsOnEveryPath) {
   for (int64_t T : {1, 2, 3, 4, 5, 7, 8, 9, 17, 64})
     for (auto [r, c] : {std::pair{1, 32}, {7, 64}, {64, 96}, {33, 160}, {17, 256}, {9, 1024}})
       shapes.emplace_back(T, r, c);
-  for (auto s : {std::tuple{5, 13, 40}, {9, 6, 100}, {4, 4, 16}, {8, 17, 7}, {1, 1, 1},
-                 {2, 3, 1}, {1, 1, 16}, {3, 2, 48}, {17, 1, 8}, {20, 50, 24}})
+  for (auto s : {std::tuple{5, 13, 40},
+                 {9, 6, 100},
+                 {4, 4, 16},
+                 {8, 17, 7},
+                 {1, 1, 1},
+                 {2, 3, 1},
+                 {1, 1, 16},
+                 {3, 2, 48},
+                 {17, 1, 8},
+                 {20, 50, 24}})
     shapes.push_back(s);
   for_each_bf16_path([&](const std::string& path) {
     for (MatFormat f : {MatFormat::bf16, MatFormat::mxfp4}) {
@@ -146,8 +154,12 @@ TEST(LinearBf16, F32WeightsAreNotRounded) {
 TEST(LinearBf16, EveryPathIsBatchInvariant) {
   for_each_bf16_path([&](const std::string& path) {
     for (MatFormat f : {MatFormat::bf16, MatFormat::mxfp4}) {
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 32}, {5, 96}, {13, 128},
-                                {33, 256}, {19, 40}, {16, 512}}) {
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 32},
+                                {5, 96},
+                                {13, 128},
+                                {33, 256},
+                                {19, 40},
+                                {16, 512}}) {
         if (f == MatFormat::mxfp4 && cols % 32 != 0) continue;
         std::mt19937_64 rng(17 + rows * cols);
         Weight w = random_weight(rng, rows, cols, f);
@@ -159,8 +171,8 @@ TEST(LinearBf16, EveryPathIsBatchInvariant) {
           std::vector<float> all(T * rows);
           linear(x.data(), T, w.mat, all.data());
           for (int64_t i = 0; i < T * rows; ++i)
-            ASSERT_EQ(all[i], one[i]) << path << " " << format_name(f) << " rows " << rows
-                                      << " T=" << T << " i=" << i;
+            ASSERT_EQ(all[i], one[i])
+                << path << " " << format_name(f) << " rows " << rows << " T=" << T << " i=" << i;
         }
       }
     }

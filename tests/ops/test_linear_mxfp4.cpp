@@ -7,9 +7,9 @@
 #include "core/bf16.h"
 #include "core/cpu_isa.h"
 #include "ops/harness.h"
-#include "ops/random_weight.h"
 #include "ops/linear/linear.h"
 #include "ops/mxfp4/mxfp4.h"
+#include "ops/random_weight.h"
 
 namespace k3::test {
 namespace {

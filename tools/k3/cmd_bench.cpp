@@ -237,7 +237,8 @@ int cmd_bench(int argc, char** argv) {
        Option("batch", "b", "LIST", "sequences running together", "1"),
        Option("repeats", "r", "N", "repeats per test (median reported)", "5").range(1),
        Option("threads", "t", "LIST", "thread counts (default: physical cores)", ""),
-       Option("output", "o", "FMT", "md, json or csv", "md"), device_option(), precision_option(), seed_option("0")});
+       Option("output", "o", "FMT", "md, json or csv", "md"), device_option(), precision_option(),
+       seed_option("0")});
   if (!args.parse(argc, argv)) return 0;
   const std::string fmt = args.str("output");
   check(fmt == "md" || fmt == "json" || fmt == "csv", "-o must be md, json or csv, got '", fmt,

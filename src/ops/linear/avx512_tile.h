@@ -12,7 +12,8 @@ namespace k3 {
 namespace {
 
 // hsum of 8 accumulators at once, transposed: the same pairings at every level (v[i] + v[i+8],
-// then + 4, + 2, + 1; float addition commutes), so each result is bit-identical to hsum(v[b]).
+// then + 4, + 2, + 1; float addition commutes), so each result is bit-identical to
+// _mm512_reduce_add_ps(v[b]).
 inline void hsum8(const __m512 v[8], float out[8]) {
   __m512 s[4], u[2];
   for (int p = 0; p < 4; ++p)  // [v2p, v2p+1] halves: lanes i + (i + 8)
@@ -34,8 +35,9 @@ inline void hsum8(const __m512 v[8], float out[8]) {
   }
 }
 
-// y[a * ldy + b] = hsum(acc[a][b]) for b < nb: the A*B reductions eight at a time, transposed
-// (hsum8: bit-identical to hsum, a fraction of its shuffles when there are many outputs).
+// y[a * ldy + b] = the lane sum of acc[a][b] for b < nb: the A*B reductions eight at a time,
+// transposed (hsum8: bit-identical to _mm512_reduce_add_ps, a fraction of its shuffles when
+// there are many outputs).
 template <int A, int B>
 inline void store_tile(const __m512 (&acc)[A][B], int64_t nb, float* y, int64_t ldy) {
   constexpr int N = A * B, G = (N + 7) / 8;

@@ -19,8 +19,6 @@ namespace {
 
 constexpr int64_t kLanes = 16;
 
-inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
-
 inline __m512 load_bf16(const uint16_t* p) {  // 16 bf16 -> fp32 (exact: the top halves)
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));

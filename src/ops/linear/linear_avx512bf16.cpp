@@ -40,8 +40,8 @@ inline __m256i round16(__m512i u) {
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i r =
       _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
   const __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
   return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q));
 }
@@ -92,7 +92,8 @@ struct GroupDecoder {
 void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, uint16_t* out) {
   const GroupDecoder decode;
   for (int64_t g = 0; g < cols / kCols; ++g)
-    _mm512_storeu_si512(reinterpret_cast<void*>(out + g * kCols), decode(packed + g * 16, scales[g]));
+    _mm512_storeu_si512(reinterpret_cast<void*>(out + g * kCols),
+                        decode(packed + g * 16, scales[g]));
 }
 
 // As the fp32 tiles (linear_avx512.cpp): a weight sweep asks for the rows' lines four tiles
@@ -112,8 +113,8 @@ inline void prefetch_lines(const uint8_t* p, int64_t n) {
 // vector loaded once per 32 columns. row[b] for b >= nb repeats a valid row (computed, not
 // stored). x [A, ldx] bf16.
 template <int A, int B>
-void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* const* row, int64_t nb,
-               int64_t cols, float* y, int64_t ldy, int64_t prefetch_ahead) {
+void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* const* row, int64_t nb, int64_t cols,
+               float* y, int64_t ldy, int64_t prefetch_ahead) {
   __m512 acc[A][B];
 #pragma GCC unroll 8
   for (int a = 0; a < A; ++a)
@@ -142,8 +143,8 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* const* row, int64
 
 // A tokens against rows [r0, r0+nr), B rows at a time; `fetch`: the first pass over the rows.
 template <int A, int B>
-void rows_bf16(const uint16_t* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
-               float* y, int64_t ldy, bool fetch) {
+void rows_bf16(const uint16_t* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr, float* y,
+               int64_t ldy, bool fetch) {
   for (int64_t j0 = 0; j0 < nr; j0 += B) {
     const int64_t n = nr - j0 < B ? nr - j0 : B;
     const uint16_t* row[B];
