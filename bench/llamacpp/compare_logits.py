@@ -2,7 +2,7 @@
 """k3's logits against llama.cpp's on the same token ids: an independent check of the forward.
 
 usage: compare_logits.py --model CKPT_DIR --gguf MODEL.gguf [--tokens 64] [--seed 1]
-                         [--k3 build/bin/k3] [--dumper PATH] [--decode]
+                         [--k3 build/bin/k3] [--k3-args "--precision bf16"] [--dumper PATH] [--decode]
 
 Both engines read the same weights (convert.py keeps BF16 and MXFP4 bytes as they are). The ids
 are random text-token ids (below the first special id). Prints, over positions: argmax
