@@ -2,7 +2,8 @@
 """k3 bench against llama-bench on the same model, interleaved, same threads.
 
 usage: compare.py --model CKPT_DIR --gguf MODEL.gguf [-p 512] [-n 64] [-t 1,2] [-r 3]
-                  [--rounds 3] [--k3 build/bin/k3] [--llama-bench PATH] [--rt] [--json OUT]
+                  [--rounds 3] [--k3 build/bin/k3] [--k3-args "--precision bf16"]
+                  [--llama-bench PATH] [--rt] [--json OUT]
 
 For every thread count, each round runs prefill (ppP) and decode (tgN from an empty context)
 on k3 and then on llama.cpp (A B A B ...), so drift in the machine's speed (other load,
@@ -13,6 +14,7 @@ on a loaded 2-core box thread barriers otherwise stall when a worker is deschedu
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -34,7 +36,7 @@ def run_json(cmd):
 
 def k3_samples(args, prefix, threads, prompt, gen):
     cmd = prefix + [args.k3, "bench", "-m", args.model, "-p", str(prompt), "-n", str(gen),
-                    "-t", str(threads), "-r", str(args.r), "-o", "json"]
+                    "-t", str(threads), "-r", str(args.r), "-o", "json"] + shlex.split(args.k3_args)
     rows = run_json(cmd)
     return [s for row in rows for s in row["samples_tokens_per_s"]]
 
@@ -67,6 +69,7 @@ def main():
     ap.add_argument("-r", type=int, default=3, help="repeats per engine per round")
     ap.add_argument("--rounds", type=int, default=3, help="A B rounds per test")
     ap.add_argument("--k3", default=os.path.join(here, "..", "..", "build", "bin", "k3"))
+    ap.add_argument("--k3-args", default="", help="more k3 bench flags, e.g. '--precision bf16'")
     ap.add_argument("--llama-bench", default=os.path.join(root, "src", "build", "bin", "llama-bench"))
     ap.add_argument("--rt", action="store_true", help="run both under SCHED_FIFO")
     ap.add_argument("--json", help="also write every sample here")
@@ -99,7 +102,8 @@ def main():
               f"{row['llama_median']:.1f} | {ratio:.2f} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"model": args.model, "gguf": args.gguf, "rt": bool(prefix), "rows": results}, f, indent=1)
+            json.dump({"model": args.model, "gguf": args.gguf, "rt": bool(prefix), "k3_args": args.k3_args,
+                       "rows": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """k3's logits against llama.cpp's on the same token ids: an independent check of the forward.
 
 usage: compare_logits.py --model CKPT_DIR --gguf MODEL.gguf [--tokens 64] [--seed 1]
-                         [--k3 build/bin/k3] [--dumper PATH] [--decode]
+                         [--k3 build/bin/k3] [--k3-args "--precision bf16"] [--dumper PATH] [--decode]
 
 Both engines read the same weights (convert.py keeps BF16 and MXFP4 bytes as they are). The ids
 are random text-token ids (below the first special id). Prints, over positions: argmax
@@ -13,6 +13,7 @@ eps 1e-5 in its MLA LoRA norms, so agreement is expected to be close, not exact.
 import argparse
 import json
 import os
+import shlex
 import random
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--decode", action="store_true", help="one token per step in both engines")
     ap.add_argument("--k3", default=os.path.join(here, "..", "..", "build", "bin", "k3"))
+    ap.add_argument("--k3-args", default="", help="more k3 logits flags, e.g. '--precision bf16'")
     ap.add_argument("--dumper", default=os.path.join(root, "src", "build", "bin", "llama-dump-logits"))
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--reference", action="store_true",
@@ -61,7 +63,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         k3_out, llama_out = os.path.join(tmp, "k3.npy"), os.path.join(tmp, "llama.npy")
         mode = ["--decode"] if args.decode else []
-        run([args.k3, "logits", "-m", args.model, "--ids", ids, "-o", k3_out, "-t", str(args.t)] + mode)
+        run([args.k3, "logits", "-m", args.model, "--ids", ids, "-o", k3_out, "-t", str(args.t)] + mode
+            + shlex.split(args.k3_args))
         run([args.dumper, "-m", args.gguf, "--ids", ids, "-o", llama_out, "-t", str(args.t)] + mode)
         a, b = np.load(k3_out).astype(np.float64), np.load(llama_out).astype(np.float64)
         ref = None

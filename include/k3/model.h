@@ -72,4 +72,12 @@ int num_threads();
 // (the best this CPU supports, or K3_ISA).
 std::string cpu_isa_name();
 
+// The CPU matmuls' arithmetic (linear with BF16 / MXFP4 weights): "fp32" (the default, held
+// to the golden references) or "bf16" (activations rounded to bf16 once per row, fp32
+// accumulation; vdpbf16ps where the CPU has AVX512_BF16). Default: K3_PRECISION, else fp32.
+// Throws k3::Error for another name. docs/CPU.md gives the bf16 mode's tolerance.
+void set_cpu_precision(const std::string& name);
+// "fp32", "bf16 (vdpbf16ps)" or "bf16 (fp32 FMA of bf16 products)".
+std::string cpu_precision_name();
+
 }  // namespace k3

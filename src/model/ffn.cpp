@@ -38,7 +38,9 @@ void moe_block(const Tensor& x, const MoeWeights& w, const HParams& hp, Ctx& ctx
   const int64_t T = x.dim(0), L = m.d_latent, E = m.n_expert, k = m.n_used;
   Tensor logits = ctx.tensor({T, E});  // fp32 router logits
   Tensor sel = ctx.tensor({T, k}, DType::i32), weight = ctx.tensor({T, k});
-  op::linear(ctx, x, w.router, logits);
+  Mat router = w.router;
+  router.keep_fp32 = true;  // as llama.cpp's F32 router: bf16 rounding would flip near-ties
+  op::linear(ctx, x, router, logits);
   op::route(ctx, logits, w.router_bias, {E, k, m.renormalize, m.routed_scale}, sel, weight);
 
   Tensor z = ctx.tensor({T, L}), c = ctx.tensor({T, L});  // latent input; fp32 combine

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_isa.h"
+#include "core/precision.h"
 #include "k3/k3.h"
 #include "k3/npy.h"
 #include "model/golden_cases.h"
@@ -76,12 +78,12 @@ class Golden : public ::testing::TestWithParam<std::string> {
     return out;
   }
   void expect_close(const std::vector<float>& got, const std::vector<float>& want,
-                    const char* what) {
+                    const std::string& what, double tol = kTol) {
     ASSERT_EQ(got.size(), want.size()) << what;
     Compare c = compare(got, want, V_);
-    std::printf("    %-34s max rel L2 %.3e (position %lld), argmax mismatches %lld\n", what,
+    std::printf("    %-34s max rel L2 %.3e (position %lld), argmax mismatches %lld\n", what.c_str(),
                 c.max_rel, (long long)c.worst, (long long)c.argmax_mismatch);
-    EXPECT_LE(c.max_rel, kTol) << what << ": worst position " << c.worst;
+    EXPECT_LE(c.max_rel, tol) << what << ": worst position " << c.worst;
     EXPECT_EQ(c.argmax_mismatch, 0) << what;
   }
 
@@ -150,6 +152,64 @@ std::string name_of(const ::testing::TestParamInfo<std::string>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Golden, ::testing::ValuesIn(case_dirs()), name_of);
+
+// bf16 precision (core/precision.h; docs/CPU.md): activations rounded to bf16 before every
+// BF16 / MXFP4 matmul but the router. Its tolerance is stated on the trained default model
+// (models/default) against a float64 reference (tests/reference/k3_ref.py, 32 random text ids:
+// tests/data/trained_default). The random golden cases above are built to amplify small
+// errors (their manifest: an eps change moves them by up to 0.87), and there bf16 rounding
+// alone moves the logits by 2e-3 to 0.75 (bench/RESULTS.md), which says nothing about the
+// kernels; a trained model is what the mode is for. Checked on every path (each CPU path, and
+// vdpbf16ps and its fallback where the CPU has AVX512_BF16), prefill and token-by-token decode,
+// with the same argmax at every position; the fp32 path is held to kTol on the same data.
+constexpr double kBf16Tol = 1e-2;  // measured 2.9e-3 to 4.5e-3 across the paths (2026-12-02)
+
+class TrainedDefault : public Golden {
+ protected:
+  void SetUp() override {  // the model is models/default, the data tests/data/trained_default
+    model_ = Model::load(GetParam());
+    ids_ = read_ids(kData + "tokens.json");
+    V_ = model_->vocab_size();
+  }
+  void TearDown() override {
+    set_bf16_dot_allowed(true);
+    set_isa(saved_isa_);
+    set_precision(Precision::fp32);
+  }
+  std::vector<float> reference(const char* name) {
+    NpyArray a = npy_read_f32(kData + name);
+    EXPECT_EQ(a.shape, (std::vector<int64_t>{static_cast<int64_t>(ids_.size()), V_}));
+    return a.data;
+  }
+  const std::string kData = K3_SOURCE_DIR "/tests/data/trained_default/";
+  Isa saved_isa_ = active_isa();
+};
+
+TEST_P(TrainedDefault, Fp32MatchesReference) {
+  Sequence a(*model_), b(*model_);
+  expect_close(a.prefill(ids_), reference("logits_prefill.npy"), "fp32 prefill vs reference");
+  expect_close(decode_all(b, 0), reference("logits_decode.npy"), "fp32 decode vs reference");
+}
+
+TEST_P(TrainedDefault, Bf16MatchesReferenceOnEveryPath) {
+  set_precision(Precision::bf16);
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    for (bool native : {false, true}) {
+      if (native && !bf16_dot_available()) continue;
+      set_bf16_dot_allowed(native);
+      const std::string path = std::string(isa_name(isa)) + (native ? "+vdpbf16ps" : "+fallback");
+      Sequence a(*model_), b(*model_);
+      expect_close(a.prefill(ids_), reference("logits_prefill.npy"), "bf16 prefill " + path,
+                   kBf16Tol);
+      expect_close(decode_all(b, 0), reference("logits_decode.npy"), "bf16 decode " + path,
+                   kBf16Tol);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Model, TrainedDefault,
+                         ::testing::Values(std::string(K3_SOURCE_DIR "/models/default")), name_of);
 
 }  // namespace
 }  // namespace k3

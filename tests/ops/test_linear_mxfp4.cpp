@@ -9,38 +9,10 @@
 #include "ops/harness.h"
 #include "ops/linear/linear.h"
 #include "ops/mxfp4/mxfp4.h"
+#include "ops/random_weight.h"
 
 namespace k3::test {
 namespace {
-
-// Random weight storage for a Mat of the given format; kept alive by the returned vectors.
-struct Weight {
-  std::vector<uint8_t> bytes, scales;
-  Mat mat;
-};
-
-Weight random_weight(std::mt19937_64& rng, int64_t rows, int64_t cols, MatFormat f) {
-  Weight w;
-  std::vector<float> v = randn(rng, rows * cols, 1.0 / std::sqrt(cols));
-  if (f == MatFormat::f32) {
-    w.bytes.resize(v.size() * 4);
-    std::memcpy(w.bytes.data(), v.data(), w.bytes.size());
-  } else if (f == MatFormat::bf16) {
-    w.bytes.resize(v.size() * 2);
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint16_t b = f32_to_bf16(v[i]);
-      std::memcpy(&w.bytes[2 * i], &b, 2);
-    }
-  } else {
-    w.bytes.resize(rows * cols / 2);
-    w.scales.resize(rows * cols / 32);
-    std::uniform_int_distribution<int> byte(0, 255), exp(118, 126);
-    for (auto& b : w.bytes) b = static_cast<uint8_t>(byte(rng));
-    for (auto& s : w.scales) s = static_cast<uint8_t>(exp(rng));
-  }
-  w.mat = Mat{rows, cols, f, w.bytes.data(), w.scales.empty() ? nullptr : w.scales.data()};
-  return w;
-}
 
 OpCase linear_case(int64_t T, int64_t rows, int64_t cols, MatFormat f) {
   const char* fname[] = {"bf16", "f32", "mxfp4"};

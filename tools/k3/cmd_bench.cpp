@@ -139,8 +139,12 @@ std::vector<Test> plan_tests(const Args& args) {
   return tests;
 }
 
-// Where the step runs: "cuda", or the CPU's instruction-set path.
-std::string backend_name() { return default_device() == "cuda" ? "cuda" : cpu_isa_name(); }
+// Where the step runs: "cuda", or the CPU's instruction-set path ("avx512", and "avx512+bf16"
+// in bf16 precision).
+std::string backend_name() {
+  if (default_device() == "cuda") return "cuda";
+  return cpu_isa_name() + (cpu_precision_name() == "fp32" ? "" : "+bf16");
+}
 
 std::string human_bytes(double b) {
   char s[32];
@@ -179,6 +183,7 @@ void print_markdown(const std::string& model, const CheckpointSummary& ck,
 nlohmann::json row_json(const std::string& model, const Row& r) {
   nlohmann::json j = {{"model", model},
                       {"backend", backend_name()},
+                      {"precision", cpu_precision_name()},
                       {"threads", r.test.threads},
                       {"batch", r.test.batch},
                       {"test", r.test.name},
@@ -232,12 +237,14 @@ int cmd_bench(int argc, char** argv) {
        Option("batch", "b", "LIST", "sequences running together", "1"),
        Option("repeats", "r", "N", "repeats per test (median reported)", "5").range(1),
        Option("threads", "t", "LIST", "thread counts (default: physical cores)", ""),
-       Option("output", "o", "FMT", "md, json or csv", "md"), device_option(), seed_option("0")});
+       Option("output", "o", "FMT", "md, json or csv", "md"), device_option(), precision_option(),
+       seed_option("0")});
   if (!args.parse(argc, argv)) return 0;
   const std::string fmt = args.str("output");
   check(fmt == "md" || fmt == "json" || fmt == "csv", "-o must be md, json or csv, got '", fmt,
         "'");
   apply_device(args);
+  apply_precision(args);
   const std::vector<Test> tests = plan_tests(args);
   const std::string dir = resolve_model_dir(args);
   const CheckpointSummary ck = describe_checkpoint(dir);

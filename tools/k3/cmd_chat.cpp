@@ -43,7 +43,7 @@ Args chat_args() {
       model_option(),
       {"system", "", "TEXT", "a system message at the start of the conversation", ""},
       threads_option(),
-      device_option(),
+      device_option(), precision_option(),
   };
   for (Option& o : chat_options("off")) opts.push_back(std::move(o));
   for (Option& o : generation_options()) opts.push_back(std::move(o));
@@ -142,6 +142,7 @@ int cmd_chat(int argc, char** argv) {
   if (!args.parse(argc, argv)) return 0;
   apply_threads(args);
   apply_device(args);
+  apply_precision(args);
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);
   const GenerateParams params = generation_params(args, dir, tok);

@@ -82,7 +82,7 @@ int cmd_logits(int argc, char** argv) {
                  .range(0),
              {"output", "o", "OUT.npy", "where to write the logits", ""},
              threads_option(),
-             device_option()});
+             device_option(), precision_option()});
   if (!args.parse(argc, argv)) return 0;
   const std::string dir = resolve_model_dir(args);
   const std::string out = args.str("output");
@@ -94,6 +94,7 @@ int cmd_logits(int argc, char** argv) {
   const int64_t stagger = args.integer("stagger");
   apply_threads(args);
   apply_device(args);
+  apply_precision(args);
 
   std::vector<Lane> lanes(lists.size());
   int64_t longest = 0, total = 0;

@@ -118,7 +118,7 @@ int cmd_perplexity(int argc, char** argv) {
              Option("stride", "", "S", "window start step, 1..ctx (default: ctx, no overlap)", "")
                  .range(1),
              threads_option(),
-             device_option(),
+             device_option(), precision_option(),
              {"json", "", "", "print one JSON object with all the numbers instead", ""}});
   if (!args.parse(argc, argv)) return 0;
   check(args.has("file") || !isatty(STDIN_FILENO),
@@ -126,6 +126,7 @@ int cmd_perplexity(int argc, char** argv) {
         "(k3 perplexity -m DIR < text.txt)");
   apply_threads(args);
   apply_device(args);
+  apply_precision(args);
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);
   const PromptText text = args.has("file")

@@ -37,7 +37,7 @@ Args run_args() {
       {"system", "", "TEXT", "with --chat: a system message before the prompt", ""},
       {"raw", "", "", "with --chat: print the output as the model wrote it, markers included", ""},
       threads_option(),
-      device_option(),
+      device_option(), precision_option(),
   };
   for (Option& o : chat_options("off")) opts.push_back(std::move(o));
   for (Option& o : generation_options()) opts.push_back(std::move(o));
@@ -91,6 +91,7 @@ int cmd_run(int argc, char** argv) {
   if (!args.parse(argc, argv)) return 0;
   apply_threads(args);
   apply_device(args);
+  apply_precision(args);
   const std::string dir = resolve_model_dir(args);
   const Tokenizer tok = Tokenizer::load(dir);
   const GenerateParams params = generation_params(args, dir, tok);

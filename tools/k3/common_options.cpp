@@ -21,6 +21,17 @@ void apply_device(const Args& args) {
   if (args.given("device")) set_default_device(args.str("device"));
 }
 
+Option precision_option() {
+  return Option("precision", "", "NAME",
+                "CPU matmul arithmetic: fp32, or bf16 (activations rounded to bf16; faster, "
+                "looser: docs/CPU.md) (default: $K3_PRECISION, else fp32)",
+                "");
+}
+
+void apply_precision(const Args& args) {
+  if (args.given("precision")) set_cpu_precision(args.str("precision"));
+}
+
 Option ctx_option(const std::string& help, const std::string& default_value, int64_t lo) {
   return Option("ctx-size", "c", "N", help, default_value).also("ctx").range(lo);
 }

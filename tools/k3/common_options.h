@@ -17,6 +17,10 @@ void apply_threads(const Args& args);
 // given: "cuda" without a usable CUDA device is an error saying which is missing.
 Option device_option();
 void apply_device(const Args& args);
+// --precision fp32|bf16 (default: $K3_PRECISION, else fp32): the CPU matmuls' arithmetic
+// (k3/model.h set_cpu_precision). apply_precision() sets it when given.
+Option precision_option();
+void apply_precision(const Args& args);
 // -c, --ctx-size N (>= lo), also spelled --ctx.
 Option ctx_option(const std::string& help, const std::string& default_value, int64_t lo = 1);
 // -s, --seed N (>= 0; with allow_random, -1 asks for a random seed).

@@ -8,7 +8,9 @@
 #include "core/cpu_isa.h"
 #include "core/dot8.h"
 #include "core/parallel.h"
+#include "core/precision.h"
 #include "core/scratch.h"
+#include "ops/linear/linear_internal.h"
 #include "ops/linear/linear_kernels.h"
 #include "ops/mxfp4/mxfp4.h"
 
@@ -60,8 +62,6 @@ void linear_ref(const float* x, int64_t T, const Mat& w, float* y) {
 
 namespace {
 
-constexpr int64_t kRowsPerBlock = 8;  // weight rows decoded together
-constexpr int64_t kGemvRows = 16;     // weight rows per task on the decode paths
 // A decode GEMV of fewer multiply-adds runs on one thread: handing half of it to a worker
 // that has gone to sleep (tiny models leave gaps of more than the pool's 50 µs spin between
 // parallel ops) costs a futex wake-up, tens of µs on a virtual machine, as long as a 512 KB
@@ -71,6 +71,15 @@ constexpr int64_t kDecodeParallelMacs = int64_t{1} << 18;
 // model's lm_head (8192 x 256) alone per step was slower on two threads than on one.
 constexpr int64_t kDecodeWakeMacs = int64_t{1} << 22;
 
+}  // namespace
+
+bool gemv_worth_splitting(int64_t T, const Mat& w) {
+  const int64_t macs = w.rows * w.cols * T;
+  return T <= 2 ? worth_splitting(macs, kDecodeParallelMacs, kDecodeWakeMacs) : macs > 32768;
+}
+
+namespace {
+
 // Straight from storage (no decoded copy): BF16 at any T (register tiles widen the weights
 // in registers, exactly), MXFP4 for small T (each group decoded in registers, once per token
 // or, with AVX-512, once per four tokens).
@@ -78,10 +87,7 @@ bool linear_direct(const LinearKernels& k, const float* x, int64_t T, const Mat&
   if (w.format == MatFormat::f32 || (w.format == MatFormat::mxfp4 && T > k.mxfp4_direct_max_t))
     return false;
   const int64_t n_tasks = (w.rows + kGemvRows - 1) / kGemvRows;
-  const int64_t macs = w.rows * w.cols * T;
-  const bool split =
-      T <= 2 ? worth_splitting(macs, kDecodeParallelMacs, kDecodeWakeMacs) : macs > 32768;
-  parallel_for(n_tasks, split, [&](int64_t task) {
+  parallel_for(n_tasks, gemv_worth_splitting(T, w), [&](int64_t task) {
     const int64_t r0 = task * kGemvRows, nr = std::min(kGemvRows, w.rows - r0);
     if (w.format == MatFormat::bf16) {
       k.gemv_bf16(x, T, static_cast<const uint16_t*>(w.data), w.cols, r0, nr, y, w.rows);
@@ -105,7 +111,7 @@ void block_product_scalar(const float* x, int64_t T, const float* rows, int64_t 
 
 // The SIMD paths keep one canonical summation order per output (linear_kernels.h); widths off
 // the SIMD lanes, and the scalar path, use the portable `dot` everywhere (also batch invariant).
-void linear(const float* x, int64_t T, const Mat& w, float* y) {
+void linear_fp32(const float* x, int64_t T, const Mat& w, float* y) {
   const LinearKernels* k = simd_kernels();
   if (k != nullptr && w.cols % k->lanes != 0) k = nullptr;
   if (k != nullptr && linear_direct(*k, x, T, w, y)) return;
@@ -121,6 +127,16 @@ void linear(const float* x, int64_t T, const Mat& w, float* y) {
       block_product_scalar(x, T, rows, nr, w.cols, w.rows, r0, y);
     }
   });
+}
+
+// bf16 precision (core/precision.h) applies to the stored low-precision weights; F32 weights
+// (training's master weights, tests) and the MoE router (Mat::keep_fp32) keep fp32.
+void linear(const float* x, int64_t T, const Mat& w, float* y) {
+  if (active_precision() == Precision::bf16 && w.format != MatFormat::f32 && !w.keep_fp32) {
+    linear_bf16(x, T, w, y);
+    return;
+  }
+  linear_fp32(x, T, w, y);
 }
 
 const OpTable<LinearFn, LinearBwdFn> kLinearOp =

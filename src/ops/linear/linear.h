@@ -15,6 +15,9 @@ struct Mat {
   MatFormat format = MatFormat::f32;
   const void* data = nullptr;       // [rows, cols] values, or [rows, cols/2] packed nibbles
   const uint8_t* scales = nullptr;  // MXFP4 only: E8M0 [rows, cols/32]
+  // fp32 arithmetic whatever the CPU precision (core/precision.h): set for the MoE router,
+  // whose near-equal scores would otherwise pick other experts under bf16 rounding.
+  bool keep_fp32 = false;
   bool empty() const { return data == nullptr; }
 };
 

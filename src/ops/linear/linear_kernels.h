@@ -38,8 +38,34 @@ struct LinearKernels {
                         int64_t ldy, int64_t r0, float* y);
 };
 
+// bf16 precision (core/precision.h) on AVX512_BF16: activations as bf16 [T, cols] (rounded
+// once per row by round_bf16), weights as bf16 pairs, vdpbf16ps into fp32. Canonical order as
+// above, with 32-column chunks: every output y[t, r] is one 16-lane accumulator, each lane i
+// taking columns (32c + 2i, 32c + 2i + 1) of chunk c in column order, reduced in the fixed
+// tree of the fp32 tiles; the same on every kernel below (BF16 tiles, MXFP4 direct, MXFP4
+// decoded to bf16 rows then the BF16 tiles), so bf16 results do not depend on the batch
+// either. All need cols % 32 == 0 (linear falls back to the rounded fp32 path otherwise).
+struct LinearBf16Kernels {
+  int64_t lanes;  // columns per chunk: 32
+  // gemv_mxfp4 serves T <= this; larger T decode row blocks to bf16 and run gemv_bf16 on them.
+  int64_t mxfp4_direct_max_t;
+  // out[n] = x[n] rounded to bf16, bit-identical to f32_to_bf16 (any n).
+  void (*round_bf16)(const float* x, int64_t n, uint16_t* out);
+  // out[cols] = one MXFP4 row as bf16 (exact: E2M1 times a power of two fits bf16).
+  void (*mxfp4_decode)(const uint8_t* packed, const uint8_t* scales, int64_t cols, uint16_t* out);
+  // y[t, r] for t < T, r in [r0, r0+nr) from BF16 rows w [rows, cols]; any T.
+  void (*gemv_bf16)(const uint16_t* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
+                    int64_t nr, float* y, int64_t ldy);
+  // The same straight from MXFP4 weights (packed [rows, cols/2], scales [rows, cols/32]).
+  void (*gemv_mxfp4)(const uint16_t* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
+                     int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy);
+};
+
 namespace avx2 {
 extern const LinearKernels kLinearKernels;
+}
+namespace avx512bf16 {  // linear_avx512bf16.cpp: AVX-512 F/BW/VL/DQ + AVX512_BF16
+extern const LinearBf16Kernels kLinearBf16Kernels;
 }
 namespace avx512 {
 extern const LinearKernels kLinearKernels;

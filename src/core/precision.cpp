@@ -1,0 +1,62 @@
+#include "core/precision.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/cpu_isa.h"
+#include "core/error.h"
+#include "k3/k3.h"
+
+namespace k3 {
+namespace {
+
+// K3_PRECISION decides the default once, before main (as K3_ISA: kernels run on worker
+// threads, where an exception would have nowhere to go).
+std::atomic<int> g_precision{[] {
+  try {
+    const char* env = std::getenv("K3_PRECISION");
+    return static_cast<int>(env != nullptr && *env != '\0' ? parse_precision(env)
+                                                           : Precision::fp32);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "k3: %s (K3_PRECISION)\n", e.what());
+    std::exit(2);
+  }
+}()};
+
+std::atomic<bool> g_bf16_dot_allowed{true};
+
+}  // namespace
+
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  fail("unknown precision '", name, "' (expected fp32 or bf16)");
+}
+
+Precision active_precision() {
+  return static_cast<Precision>(g_precision.load(std::memory_order_relaxed));
+}
+
+void set_precision(Precision p) {
+  g_precision.store(static_cast<int>(p), std::memory_order_relaxed);
+}
+
+bool bf16_dot_available() { return active_isa() == Isa::avx512 && cpu_features().avx512_bf16; }
+
+bool bf16_dot_native() {
+  return bf16_dot_available() && g_bf16_dot_allowed.load(std::memory_order_relaxed);
+}
+
+void set_bf16_dot_allowed(bool on) { g_bf16_dot_allowed.store(on, std::memory_order_relaxed); }
+
+void set_cpu_precision(const std::string& name) { set_precision(parse_precision(name)); }
+
+std::string cpu_precision_name() {
+  if (active_precision() == Precision::fp32) return "fp32";
+  return bf16_dot_native() ? "bf16 (vdpbf16ps)" : "bf16 (fp32 FMA of bf16 products)";
+}
+
+}  // namespace k3

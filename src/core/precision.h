@@ -1,0 +1,34 @@
+// The arithmetic of the CPU matmuls (linear with BF16 or MXFP4 weights), chosen per process.
+//
+//   fp32 (default): activations stay fp32, weights are widened exactly, fp32 FMAs. The golden
+//        tests hold this path to the float64 references.
+//   bf16: every activation row is rounded once to bf16 (round to nearest even, as f32_to_bf16)
+//        and multiplied with the exact weights, fp32 accumulation. On AVX-512 CPUs with
+//        AVX512_BF16 the products run as vdpbf16ps (two bf16 products per fp32 lane); elsewhere
+//        (avx2, scalar, AVX-512 without BF16) the bf16-rounded activations go through the fp32
+//        kernels, whose products are then exact too. Its own tolerance: docs/CPU.md.
+//
+// K3_PRECISION=fp32|bf16 sets it at start-up (a bad value stops the process with a message,
+// exit code 2, like K3_ISA); the CLI's --precision and set_precision() change it later.
+#pragma once
+
+#include <string>
+
+namespace k3 {
+
+enum class Precision : int { fp32 = 0, bf16 = 1 };
+
+const char* precision_name(Precision p);
+// Parses "fp32" / "bf16"; throws k3::Error naming the bad value.
+Precision parse_precision(const std::string& name);
+
+Precision active_precision();
+void set_precision(Precision p);
+
+// Whether bf16 precision runs on vdpbf16ps now: the avx512 path on a CPU with AVX512_BF16,
+// unless a test turned it off (to run the fallback on such a CPU).
+bool bf16_dot_native();
+bool bf16_dot_available();           // the CPU and the active path could
+void set_bf16_dot_allowed(bool on);  // tests: false forces the fallback
+
+}  // namespace k3

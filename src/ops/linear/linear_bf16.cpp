@@ -1,0 +1,76 @@
+// linear in bf16 precision (core/precision.h): the activations rounded to bf16 once per call
+// (every row of x), the weights exact, fp32 accumulation.
+//
+//   native (AVX512_BF16): x as bf16, vdpbf16ps tiles straight from BF16 storage at any T, and
+//     from MXFP4 storage up to mxfp4_direct_max_t tokens; beyond, each block of rows decoded to
+//     bf16 once (exact) and run through the BF16 tiles.
+//   fallback (every other path): x rounded and widened back to fp32, then the fp32 kernels:
+//     a bf16 value times a BF16 or MXFP4 weight is exact in fp32, so each FMA rounds only the
+//     sum, as vdpbf16ps does (the two differ by the order of the fp32 additions only).
+#include <algorithm>
+
+#include "core/bf16.h"
+#include "core/parallel.h"
+#include "core/precision.h"
+#include "core/scratch.h"
+#include "ops/linear/linear_internal.h"
+#include "ops/linear/linear_kernels.h"
+
+namespace k3 {
+namespace {
+
+// y [T, w.rows] from xb [T, cols] bf16 with vdpbf16ps.
+void linear_bf16_native(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, const Mat& w,
+                        float* y) {
+  if (w.format == MatFormat::bf16 || T <= k.mxfp4_direct_max_t) {
+    const int64_t n_tasks = (w.rows + kGemvRows - 1) / kGemvRows;
+    parallel_for(n_tasks, gemv_worth_splitting(T, w), [&](int64_t task) {
+      const int64_t r0 = task * kGemvRows, nr = std::min(kGemvRows, w.rows - r0);
+      if (w.format == MatFormat::bf16) {
+        k.gemv_bf16(xb, T, static_cast<const uint16_t*>(w.data), w.cols, r0, nr, y, w.rows);
+      } else {
+        k.gemv_mxfp4(xb, T, static_cast<const uint8_t*>(w.data), w.scales, w.cols, r0, nr, y,
+                     w.rows);
+      }
+    });
+    return;
+  }
+  // MXFP4 at larger T: kRowsPerBlock rows decoded to bf16 [nr, cols], reused by every token.
+  const int64_t n_blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t pb = w.cols / 2, sb = w.cols / 32;
+  parallel_for(n_blocks, w.rows * w.cols * T > 32768, [&](int64_t b) {
+    uint16_t* rows = thread_scratch<uint16_t, struct LinearBf16RowsTag>(kRowsPerBlock * w.cols);
+    const int64_t r0 = b * kRowsPerBlock, nr = std::min(kRowsPerBlock, w.rows - r0);
+    const uint8_t* packed = static_cast<const uint8_t*>(w.data);
+    for (int64_t j = 0; j < nr; ++j)
+      k.mxfp4_decode(packed + (r0 + j) * pb, w.scales + (r0 + j) * sb, w.cols, rows + j * w.cols);
+    k.gemv_bf16(xb, T, rows, w.cols, 0, nr, y + r0, w.rows);
+  });
+}
+
+}  // namespace
+
+void round_to_bf16_values(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
+void linear_bf16(const float* x, int64_t T, const Mat& w, float* y) {
+  const LinearBf16Kernels& k = avx512bf16::kLinearBf16Kernels;
+  if (bf16_dot_native() && w.cols % k.lanes == 0) {
+    uint16_t* xb = thread_scratch<uint16_t, struct LinearBf16XTag>(T * w.cols);  // [T, cols]
+    // Rounded in chunks over the threads: on the caller alone a 512-token prefill's rounding
+    // was 2.5% of its time at -t 2 (the other thread waiting).
+    constexpr int64_t kChunk = 16384;
+    const int64_t n = T * w.cols;
+    parallel_for((n + kChunk - 1) / kChunk, n > 2 * kChunk, [&](int64_t c) {
+      k.round_bf16(x + c * kChunk, std::min(kChunk, n - c * kChunk), xb + c * kChunk);
+    });
+    linear_bf16_native(k, xb, T, w, y);
+    return;
+  }
+  float* xr = thread_scratch<float, struct LinearBf16XrTag>(T * w.cols);  // [T, cols]
+  round_to_bf16_values(x, T * w.cols, xr);
+  linear_fp32(xr, T, w, y);
+}
+
+}  // namespace k3
