@@ -4,7 +4,7 @@
 #                              and the fast test subset below; any report fails the run
 #   scripts/sanitize.sh tsan   TSan build (build-tsan/) of the threaded ops tests
 #   scripts/sanitize.sh all    both, the TSan build overlapping the ASan tests (what CI runs)
-# Built with the system compiler (GCC on CI): -O0 (-O1 for the compute code) -g1, no CUDA and no
+# Built with the system compiler (GCC on CI): -O0 (-O1: library, test_ops) -g1, no CUDA and no
 # pkg-config (no server, no libedit) keep the build, most of each step's time, small on 2 cores.
 # The subsets: ASAN_SUBSET below; TSan: test_ops and the pool tests of test_engine.
 set -euo pipefail
@@ -56,8 +56,8 @@ run_subset() {  # NAME DIR ENTRY...
   done
 }
 
-# -O0, and -O1 for the library's compute files (K3_HOT_OPT in CMakeLists.txt), where the tests
-# spend their time: -O1 on the json- and gtest-heavy rest would cost 2-2.5x its compile time.
+# -O0, and -O1 for the library and test_ops (K3_HOT_OPT in CMakeLists.txt), where the tests spend
+# their run time: -O1 on the gtest- and json-heavy tools and other tests costs ~1.8x the compile.
 ASAN_FLAGS="-O0 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
 TSAN_FLAGS="-O0 -g1 -fsanitize=thread"
 
