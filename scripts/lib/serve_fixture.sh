@@ -3,7 +3,7 @@
 # Every failure stops the script loudly (die); the caller sets `set -euo pipefail`.
 K3=build/bin/k3
 die() { echo "$(basename "$0"): FAILED: $*" >&2; exit 1; }
-[ -x "$K3" ] || die "$K3 is not built (run scripts/build.sh)"
+need_k3() { [ -x "$K3" ] || die "$K3 is not built (run scripts/build.sh)"; }
 
 # make_venv DIR CHECK PACKAGE...: a venv at DIR where python -c CHECK passes, else a new one.
 make_venv() {
@@ -19,6 +19,7 @@ make_venv() {
 # make_tiny_model DIR: the tiny chat model of the C++ tests (config in tests/common/tiny_model.h).
 make_tiny_model() {
   local dir=$1
+  need_k3
   python3 - "$dir.json" <<'PY'
 import re, sys
 src = open("tests/common/tiny_model.h").read()
@@ -34,6 +35,7 @@ PY
 start_server() {
   local log=$1
   shift
+  need_k3
   : >"$log"  # exists before the child opens it (the startup-line poll reads it at once)
   "$K3" serve --port 0 "$@" >"$log" 2>"$log.err" &
   server=$!
