@@ -67,12 +67,10 @@ const char* fmt_name(MatFormat f) {
 
 OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat f,
                 ScaleRange sr = {}) {
-  const std::string shape = "T=" + std::to_string(T) + " k=" + std::to_string(k) +
-                            " E=" + std::to_string(E) + " L=" + std::to_string(L) +
-                            " I=" + std::to_string(I) + " " + fmt_name(f) +
-                            (sr.lo != 120 ? " scales " + std::to_string(sr.lo) + "+" +
-                                                std::to_string(sr.span)
-                                          : "");
+  const std::string shape =
+      "T=" + std::to_string(T) + " k=" + std::to_string(k) + " E=" + std::to_string(E) +
+      " L=" + std::to_string(L) + " I=" + std::to_string(I) + " " + fmt_name(f) +
+      (sr.lo != 120 ? " scales " + std::to_string(sr.lo) + "+" + std::to_string(sr.span) : "");
   return {"moe_experts", shape, 1e-5, [=](std::mt19937_64& rng, Impl impl) {
             const Experts ex = random_experts(E, L, I, f, rng, sr);
             const std::vector<float> z = randn(rng, T * L);

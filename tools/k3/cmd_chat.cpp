@@ -43,7 +43,8 @@ Args chat_args() {
       model_option(),
       {"system", "", "TEXT", "a system message at the start of the conversation", ""},
       threads_option(),
-      device_option(), precision_option(),
+      device_option(),
+      precision_option(),
   };
   for (Option& o : chat_options("off")) opts.push_back(std::move(o));
   for (Option& o : generation_options()) opts.push_back(std::move(o));

@@ -82,7 +82,8 @@ int cmd_logits(int argc, char** argv) {
                  .range(0),
              {"output", "o", "OUT.npy", "where to write the logits", ""},
              threads_option(),
-             device_option(), precision_option()});
+             device_option(),
+             precision_option()});
   if (!args.parse(argc, argv)) return 0;
   const std::string dir = resolve_model_dir(args);
   const std::string out = args.str("output");

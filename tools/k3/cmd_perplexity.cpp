@@ -118,7 +118,8 @@ int cmd_perplexity(int argc, char** argv) {
              Option("stride", "", "S", "window start step, 1..ctx (default: ctx, no overlap)", "")
                  .range(1),
              threads_option(),
-             device_option(), precision_option(),
+             device_option(),
+             precision_option(),
              {"json", "", "", "print one JSON object with all the numbers instead", ""}});
   if (!args.parse(argc, argv)) return 0;
   check(args.has("file") || !isatty(STDIN_FILENO),

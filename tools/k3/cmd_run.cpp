@@ -37,7 +37,8 @@ Args run_args() {
       {"system", "", "TEXT", "with --chat: a system message before the prompt", ""},
       {"raw", "", "", "with --chat: print the output as the model wrote it, markers included", ""},
       threads_option(),
-      device_option(), precision_option(),
+      device_option(),
+      precision_option(),
   };
   for (Option& o : chat_options("off")) opts.push_back(std::move(o));
   for (Option& o : generation_options()) opts.push_back(std::move(o));

@@ -35,7 +35,8 @@ Args serve_args() {
        Option("port", "", "N", "port to listen on (0: any free port)", "8080").range(0, 65535),
        ctx_option("context per request: prompt + completion tokens", "4096", 2),
        threads_option(),
-       device_option(), precision_option(),
+       device_option(),
+       precision_option(),
        Option("parallel", "np", "N", "requests decoding together", "4").range(1, 4096),
        Option("queue", "", "N", "requests waiting beyond --parallel; more get 429", "64")
            .range(0, 1 << 20),

@@ -228,8 +228,8 @@ __global__ void norm_kernel(const float* x, const float* z, const float* w, int6
   if (kVec) {
     for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
       const float4 v = reinterpret_cast<const float4*>(xr)[i];
-      reinterpret_cast<float4*>(yr)[i] =
-          make_float4(one(4 * i, v.x), one(4 * i + 1, v.y), one(4 * i + 2, v.z), one(4 * i + 3, v.w));
+      reinterpret_cast<float4*>(yr)[i] = make_float4(one(4 * i, v.x), one(4 * i + 1, v.y),
+                                                     one(4 * i + 2, v.z), one(4 * i + 3, v.w));
     }
   } else {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = one(i, xr[i]);
@@ -241,8 +241,8 @@ bool al16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 template <int kMode>
 void launch_norm(const float* x, const float* z, const float* w, int64_t rows, int64_t n, float eps,
                  float* y, const char* op) {
-  const bool vec = n % 4 == 0 && al16(x) && al16(y) && (w == nullptr || al16(w)) &&
-                   (z == nullptr || al16(z));
+  const bool vec =
+      n % 4 == 0 && al16(x) && al16(y) && (w == nullptr || al16(w)) && (z == nullptr || al16(z));
   const int64_t per_row = vec ? n / 4 : n;  // loads per row
   const int threads = static_cast<int>(std::clamp<int64_t>((per_row + 31) / 32 * 32, 32, 1024));
   if (vec) {
@@ -394,10 +394,11 @@ void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w
   const int threads = static_cast<int>(std::clamp<int64_t>((loads + 31) / 32 * 32, 32, 1024));
   const dim3 grid(static_cast<unsigned>(s.T), static_cast<unsigned>(s.n));
   if (vec) {
-    attn_res_scores<true><<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, sc);
+    attn_res_scores<true>
+        <<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, sc);
   } else {
-    attn_res_scores<false><<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps,
-                                                           sc);
+    attn_res_scores<false>
+        <<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, sc);
   }
   check_launch("attn_res_mix (scores)");
   attn_res_apply<<<blocks_for(s.T * s.d, kThreads), kThreads, 0, stream()>>>(
@@ -437,8 +438,8 @@ __global__ void router_kernel(const float* logits, const float* bias, RouterPara
   float* v = s + E;
   int32_t* chosen = reinterpret_cast<int32_t*>(v + E);
   int32_t* order = chosen + k;
-  unsigned char* taken = router_smem + int64_t{kRouterWarps} * (2 * E + 2 * k) * 4 +
-                         int64_t{warp} * E;
+  unsigned char* taken =
+      router_smem + int64_t{kRouterWarps} * (2 * E + 2 * k) * 4 + int64_t{warp} * E;
   const float* lg = logits + t * E;
   for (int e = lane; e < E; e += 32) {
     s[e] = 1.0f / (1.0f + expf(-lg[e]));
@@ -494,10 +495,10 @@ void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t
   int32_t* ds = a.out(sel, T * p.top_k);
   float* dw = a.out(weight, T * p.top_k);
   const size_t smem = static_cast<size_t>(kRouterWarps) * (p.n_expert * 9 + p.top_k * 8);
-  check(p.top_k >= 1 && p.top_k <= p.n_expert && smem <= 48 * 1024, "router (cuda): ",
-        p.n_expert, " experts top-", p.top_k, " (up to 1300 experts)");
+  check(p.top_k >= 1 && p.top_k <= p.n_expert && smem <= 48 * 1024, "router (cuda): ", p.n_expert,
+        " experts top-", p.top_k, " (up to 1300 experts)");
   router_kernel<<<blocks_for(T, kRouterWarps), 32 * kRouterWarps, smem, stream()>>>(dl, db, p, T,
-                                                                                   ds, dw);
+                                                                                    ds, dw);
   check_launch("router");
 }
 

@@ -107,9 +107,9 @@ __device__ inline void fma8_rows(const float (&vals)[kR][8], const float* x, int
 // BF16 rows r0 … r0+kR-1 over columns [c0, c1) of ld (ld, c0, c1 % 8 == 0): lane l reads 16
 // bytes of each row per step.
 template <int kT, int kR>
-__device__ inline void rows_dot_bf16_range(const uint16_t* w, int64_t r0, int64_t R,
-                                           const float* x, int64_t ld, int64_t c0, int64_t c1,
-                                           int T, float (&acc)[kT][kR]) {
+__device__ inline void rows_dot_bf16_range(const uint16_t* w, int64_t r0, int64_t R, const float* x,
+                                           int64_t ld, int64_t c0, int64_t c1, int T,
+                                           float (&acc)[kT][kR]) {
   const int lane = threadIdx.x % 32;
   const uint16_t* row[kR];
 #pragma unroll

@@ -108,7 +108,8 @@ void gemv(const float* x, int T, const Mat& w, const void* data, const uint8_t* 
     // The fewest column splits that give every SM about four blocks (wide rows only).
     const int64_t want = 4 * cuda::sm_count();
     int split = 1;
-    while (split < kWarpsPerBlock && blocks_for(w.rows, kWarpsPerBlock / split * kRowsPerWarp) < want &&
+    while (split < kWarpsPerBlock &&
+           blocks_for(w.rows, kWarpsPerBlock / split * kRowsPerWarp) < want &&
            w.cols / (2 * split) >= 256) {
       split *= 2;
     }

@@ -27,8 +27,7 @@ __device__ inline int64_t stored_col(int64_t col) {
 }
 
 // dst rows 3s, 3s+1, 3s+2 of width C: v = hi + mid + lo (the linear GEMM's split).
-__device__ inline void store_parts(float v, __nv_bfloat16* dst, int64_t s, int64_t C,
-                                   int64_t col) {
+__device__ inline void store_parts(float v, __nv_bfloat16* dst, int64_t s, int64_t C, int64_t col) {
   const int64_t c = stored_col(col);
   const __nv_bfloat16 hi = __float2bfloat16_rn(v);
   const float r1 = v - __bfloat162float(hi);
@@ -50,8 +49,8 @@ __global__ void gather_split(const float* z, const int32_t* choice_of, int64_t N
   store_parts(z[(choice_of[s] / k) * L + col], zs, s, L, col);
 }
 
-__global__ void situ_split(const float* gate3, const float* up3, int64_t N, int64_t I,
-                           SituParams p, __nv_bfloat16* hs) {
+__global__ void situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, SituParams p,
+                           __nv_bfloat16* hs) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= N * I) return;
   const int64_t s = i / I, col = i % I;
@@ -70,7 +69,8 @@ __global__ void combine3(const float* y3, const int32_t* slot_of, const float* w
   const int64_t t = i / L, col = i % L;
   float acc = 0.0f;
 #pragma unroll 4
-  for (int64_t j = 0; j < k; ++j) acc += weight[t * k + j] * sum_parts(y3, slot_of[t * k + j], L, col);
+  for (int64_t j = 0; j < k; ++j)
+    acc += weight[t * k + j] * sum_parts(y3, slot_of[t * k + j], L, col);
   c[i] = acc;
 }
 
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     // decode-step kernel at 42% of the copy bandwidth.
     uint4 a_n1[kMT][2], a_n2[kMT][2];
     uint32_t s_n1[kMT][2], s_n2[kMT][2];
-    auto load_a = [&](int64_t c, uint4 (&a)[kMT][2], uint32_t (&sc)[kMT][2]) {
+    auto load_a = [&](int64_t c, uint4(&a)[kMT][2], uint32_t(&sc)[kMT][2]) {
       const int64_t G = 4 * c + t;
       const bool ok = c < nchunks && G < groups;
 #pragma unroll
@@ -204,8 +204,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         for (int mi = 0; mi < kMT; ++mi) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const uint32_t w = v == 0 ? a[mi][h].x : v == 1 ? a[mi][h].y : v == 2 ? a[mi][h].z
-                                                                                    : a[mi][h].w;
+            const uint32_t w = v == 0   ? a[mi][h].x
+                               : v == 1 ? a[mi][h].y
+                               : v == 2 ? a[mi][h].z
+                                        : a[mi][h].w;
             decode_word(w, p[mi][h]);
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
@@ -257,9 +259,9 @@ void launch_mma(const __nv_bfloat16* xs, const MoeGroups& grp, const Mxfp4Expert
   const int n_windows = std::max(1, blocks_for(most_cols, NT * 8));
   const dim3 grid(static_cast<unsigned>(int64_t{n_windows} * tiles * n_which),
                   static_cast<unsigned>(grp.max_active));
-  mxfp4_mma<MT, NT><<<grid, kWarps * 32, 0, stream()>>>(
-      xs, grp.offsets, grp.active, grp.n_active, experts, which0, tiles, n_windows, R, C, 3 * N,
-      y3[0], n_which > 1 ? y3[1] : y3[0]);
+  mxfp4_mma<MT, NT><<<grid, kWarps * 32, 0, stream()>>>(xs, grp.offsets, grp.active, grp.n_active,
+                                                        experts, which0, tiles, n_windows, R, C,
+                                                        3 * N, y3[0], n_which > 1 ? y3[1] : y3[0]);
   check_launch("moe_experts (mxfp4 mma)");
 }
 
