@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "ops/linear/linear_kernels.h"
+#include "ops/linear/prefetch.h"
 
 namespace k3::avx2 {
 namespace {
@@ -106,12 +107,7 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
 // prefetcher barely ramps up on, so the tile asks for the same lines four tiles ahead (the
 // rows of consecutive tiles are consecutive in memory). Measured on K3-small decode at -t 1:
 // +10% tokens/s. Prefetches past the end of the weights are harmless (they never fault).
-constexpr int64_t kBf16PerLine = 32;  // 64-byte cache line
-template <int B>
-inline void prefetch_rows(const uint16_t* const* row, int64_t at) {
-#pragma GCC unroll 8
-  for (int b = 0; b < B; ++b) _mm_prefetch(reinterpret_cast<const char*>(row[b] + at), _MM_HINT_T1);
-}
+// The helpers: ops/linear/prefetch.h.
 
 // y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
 // registers, exact): A*B accumulators, each weight and input vector loaded once per 8 columns.
@@ -177,12 +173,6 @@ void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64
     t += 2;
   }
   if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
-}
-
-// Asks for the cache lines of [p, p + n) in L2 (prefetches never fault).
-inline void prefetch_lines(const uint8_t* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
 }
 
 // Two rows of MXFP4 weights against one input (two independent chains), each group decoded

@@ -7,6 +7,7 @@
 
 #include "ops/linear/avx512_tile.h"
 #include "ops/linear/linear_kernels.h"
+#include "ops/linear/prefetch.h"
 
 // GCC 12 flags its own _mm512_reduce_add_ps (an undefined-vector idiom) as uninitialised.
 #if !defined(__clang__)  // clang does not know the second one
@@ -79,18 +80,7 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
 // into L1 (T0) those lines, 64-200 KB ahead, are evicted from the 32 KB L1 before use
 // (microbenchmark: 11-13 GB/s with T0, 17-21 with T1; K3-small decode at -t 1: +35%).
 // Prefetches past the end of the weights are harmless (they never fault).
-constexpr int64_t kBf16PerLine = 32;  // 64-byte cache line
-template <int B>
-inline void prefetch_rows(const uint16_t* const* row, int64_t at) {
-#pragma GCC unroll 8
-  for (int b = 0; b < B; ++b) _mm_prefetch(reinterpret_cast<const char*>(row[b] + at), _MM_HINT_T1);
-}
-
-// Asks for the cache lines of [p, p + n) in L2.
-inline void prefetch_lines(const uint8_t* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
-}
+// The helpers: ops/linear/prefetch.h.
 
 // y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
 // registers, exact): A*B accumulators, each weight and input vector loaded once per 16 columns.

@@ -14,6 +14,7 @@
 
 #include "ops/linear/avx512_tile.h"
 #include "ops/linear/linear_kernels.h"
+#include "ops/linear/prefetch.h"
 
 // GCC 12 flags its own AVX-512 intrinsics (an undefined-vector idiom) as uninitialised.
 #if !defined(__clang__)  // clang does not know the second one
@@ -97,17 +98,7 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, ui
 }
 
 // As the fp32 tiles (linear_avx512.cpp): a weight sweep asks for the rows' lines four tiles
-// ahead into L2. One chunk is one line here.
-template <int B>
-inline void prefetch_rows(const uint16_t* const* row, int64_t at) {
-#pragma GCC unroll 8
-  for (int b = 0; b < B; ++b) _mm_prefetch(reinterpret_cast<const char*>(row[b] + at), _MM_HINT_T1);
-}
-
-inline void prefetch_lines(const uint8_t* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
-}
+// ahead into L2 (ops/linear/prefetch.h). One chunk is one line here.
 
 // y[a, b] for an A-token x B-row tile of BF16 rows: A*B accumulators, each weight and input
 // vector loaded once per 32 columns. row[b] for b >= nb repeats a valid row (computed, not
