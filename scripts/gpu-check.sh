@@ -13,6 +13,9 @@
 #   K3_GPU_PROFILE=1                after the e2e bench, one decode step under ncu per batch of
 #                                   K3_GPU_PROFILE_BATCHES (default 1)
 #                                   (per-kernel durations in $OUT/ncu.csv)
+#   K3_GPU_FLA="bf16 decode"        at the end, fla's chunk_kda / fused_recurrent_kda at the same
+#                                   shapes (bench/cuda/fla_kda.py; fla-core and einops wheels in
+#                                   .whl/, carried: see docs/CUDA.md)
 # The end-to-end slice is written under /tmp (about 12 GB; never carried).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -114,6 +117,15 @@ if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
   else
     log "bench e2e skipped: $(left) s left"
   fi
+fi
+if [ -n "${K3_GPU_FLA:-}" ] && [ "$(left)" -gt 40 ]; then
+  log "fla side by side: $K3_GPU_FLA, $(left) s left"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/fla-site .whl/*.whl >"$OUT/fla.txt" 2>&1 &&
+    PYTHONPATH=/tmp/fla-site PYTHONUNBUFFERED=1 timeout "$(($(left) - 15))" \
+      python3 bench/cuda/fla_kda.py $K3_GPU_FLA >>"$OUT/fla.txt" 2>&1
+  log "fla rc $?"
+  cat "$OUT/fla.txt" >>"$OUT/bench.txt"
 fi
 # The CPU tests last (they run here too; on the device host they check the AVX-512 paths).
 if [ "${K3_GPU_SKIP_CPU:-0}" != 1 ] && [ "$(left)" -gt 40 ]; then
