@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/launchers.h"
@@ -356,17 +359,32 @@ void moe_case(int64_t E, int64_t k, const std::vector<int64_t>& Ts, double copy_
     auto* w = static_cast<float*>(device_random(T * k * 4, rng, true, 0.1f));
     float* c = nullptr;
     ck(cudaMalloc(&c, T * L * 4), "malloc");
-    const double ms = median_ms(g_stream, 2, 5, [&] {
-      moe_experts_cuda(z, dsel, w, ex.data(), {T, k, E, {4.0f, 25.0f}}, c);
-    });
-    const double bytes = touched * 3.0 * (mat + sc), flops = 2.0 * T * k * 3 * I * L;
-    const double bytes_ms = bytes / (copy_gbs * 1e9) * 1e3,
-                 flop_ms = flops / (gemm_tf * 1e12) * 1e3;
-    std::printf(
-        "moe E=%lld top-%lld T=%-5lld %10.3f ms  %lld experts touched: bytes floor %.3f ms "
-        "(%.1f%%), FLOP floor %.3f ms (%.1f%%)\n",
-        (long long)E, (long long)k, (long long)T, ms, (long long)touched, bytes_ms,
-        100.0 * bytes_ms / ms, flop_ms, 100.0 * flop_ms / ms);
+    // K3_BENCH_MOE_VARIANTS=old,s4,s8: time each value of K3_MOE_MMA (an experiment knob).
+    const char* vars = std::getenv("K3_BENCH_MOE_VARIANTS");
+    std::vector<std::string> variants{""};
+    if (vars != nullptr && T <= 128) {
+      variants.clear();
+      for (const char* p = vars; *p != 0;) {
+        const char* q = std::strchr(p, ',');
+        variants.emplace_back(p, q != nullptr ? q - p : std::strlen(p));
+        p = q != nullptr ? q + 1 : p + std::strlen(p);
+      }
+    }
+    for (const std::string& var : variants) {
+      if (!var.empty()) setenv("K3_MOE_MMA", var.c_str(), 1);
+      const double ms = median_ms(g_stream, 2, 5, [&] {
+        moe_experts_cuda(z, dsel, w, ex.data(), {T, k, E, {4.0f, 25.0f}}, c);
+      });
+      const double bytes = touched * 3.0 * (mat + sc), flops = 2.0 * T * k * 3 * I * L;
+      const double bytes_ms = bytes / (copy_gbs * 1e9) * 1e3,
+                   flop_ms = flops / (gemm_tf * 1e12) * 1e3;
+      std::printf(
+          "moe E=%lld top-%lld T=%-5lld %10.3f ms  %lld experts touched: bytes floor %.3f ms "
+          "(%.1f%%), FLOP floor %.3f ms (%.1f%%) %s\n",
+          (long long)E, (long long)k, (long long)T, ms, (long long)touched, bytes_ms,
+          100.0 * bytes_ms / ms, flop_ms, 100.0 * flop_ms / ms, var.c_str());
+    }
+    unsetenv("K3_MOE_MMA");
     cudaFree(dsel);
     cudaFree(z);
     cudaFree(w);
@@ -407,7 +425,7 @@ int bench_ops() {
   if (section("moe")) {
     std::printf("== moe routed experts (MXFP4, latent 3584, expert 3072)\n");
     moe_case(32, 16, {1, 16, 64}, copy, gemm, rng);
-    moe_case(896, 16, {1, 64, 4096}, copy, gemm, rng);
+    moe_case(896, 16, {1, 16, 64, 128, 4096}, copy, gemm, rng);
   }
   if (section("kda")) {
     std::printf("== kda\n");

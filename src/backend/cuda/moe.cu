@@ -42,19 +42,45 @@ __global__ void count_choices(const int32_t* sel, int64_t n, int32_t* counts) {
   if (i < n) atomicAdd(&counts[sel[i]], 1);
 }
 
-// One thread: offsets [E+1], the list of experts with rows, and the fill cursors.
-__global__ void scan_groups(const int32_t* counts, int E, int32_t* offsets, int32_t* active,
-                            int32_t* n_active, int32_t* fill) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  int32_t sum = 0, na = 0;
-  for (int e = 0; e < E; ++e) {
-    offsets[e] = sum;
-    fill[e] = sum;
-    if (counts[e] > 0) active[na++] = e;
-    sum += counts[e];
+// One block of kScanThreads: offsets [E+1], the list of experts with rows (ascending), and the
+// fill cursors, as a block-wide exclusive scan of (slots, has slots) over the experts, 1024 at
+// a time. (One thread walking 896 experts took longer than the batch-1 expert GEMVs' tail.)
+constexpr int kScanThreads = 1024;
+__global__ void __launch_bounds__(kScanThreads)
+    scan_groups(const int32_t* counts, int E, int32_t* offsets, int32_t* active,
+                int32_t* n_active, int32_t* fill) {
+  __shared__ int2 warp_total[kScanThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int2 run = {0, 0};  // slots and active experts before this pass (the same in every thread)
+  for (int base = 0; base < E; base += kScanThreads) {
+    const int e = base + static_cast<int>(threadIdx.x);
+    const int c = e < E ? counts[e] : 0, a = c > 0 ? 1 : 0;
+    int2 v = {c, a};  // inclusive scan within the warp
+    for (int o = 1; o < 32; o <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, v.x, o), y = __shfl_up_sync(0xffffffffu, v.y, o);
+      if (lane >= o) v = {v.x + x, v.y + y};
+    }
+    if (lane == 31) warp_total[warp] = v;
+    __syncthreads();
+    int2 before = run, total = run;
+    for (int w = 0; w < kScanThreads / 32; ++w) {
+      const int2 p = warp_total[w];
+      if (w < warp) before = {before.x + p.x, before.y + p.y};
+      total = {total.x + p.x, total.y + p.y};
+    }
+    if (e < E) {
+      const int32_t off = before.x + v.x - c;
+      offsets[e] = off;
+      fill[e] = off;
+      if (a != 0) active[before.y + v.y - 1] = e;
+    }
+    run = total;
+    __syncthreads();  // warp_total is rewritten by the next pass
   }
-  offsets[E] = sum;
-  *n_active = na;
+  if (threadIdx.x == 0) {
+    offsets[E] = run.x;
+    *n_active = run.y;
+  }
 }
 
 __global__ void place_choices(const int32_t* sel, int64_t n, int32_t* fill, int32_t* slot_of,
@@ -201,7 +227,7 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
   int32_t *n_active = fill + E, *slot_of = n_active + 1, *choice_of = slot_of + N;
   cuda::check_cuda(cudaMemsetAsync(counts, 0, E * sizeof(int32_t), stream()), "moe_experts");
   count_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, counts);
-  scan_groups<<<1, 32, 0, stream()>>>(counts, static_cast<int>(E), offsets, active, n_active, fill);
+  scan_groups<<<1, kScanThreads, 0, stream()>>>(counts, static_cast<int>(E), offsets, active, n_active, fill);
   place_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, fill, slot_of, choice_of);
   check_launch("moe_experts (grouping)");
   if (g0.format == MatFormat::mxfp4 && T <= cuda::kMmaMaxT && aligned) {
