@@ -140,10 +140,10 @@ std::vector<OpCase> cases() {
   v.push_back(moe_case(64, 8, 300, 96, 64, MatFormat::mxfp4));
   v.push_back(moe_case(64, 8, 100, 64, 64, MatFormat::mxfp4));
   v.push_back(moe_case(128, 16, 200, 64, 32, MatFormat::mxfp4));
-  v.push_back(moe_case(128, 1, 4, 64, 32, MatFormat::mxfp4, {}, true));   // one expert: 128 rows
-  v.push_back(moe_case(33, 3, 5, 96, 64, MatFormat::mxfp4, {}, true));    // three experts
-  v.push_back(moe_case(3, 2, 64, 64, 32, MatFormat::mxfp4, {}, true));    // 9 columns, 8 a window
-  v.push_back(moe_case(8, 4, 16, 64, 32, MatFormat::mxfp4, {}, true));    // 24, 16 a window
+  v.push_back(moe_case(128, 1, 4, 64, 32, MatFormat::mxfp4, {}, true));  // one expert: 128 rows
+  v.push_back(moe_case(33, 3, 5, 96, 64, MatFormat::mxfp4, {}, true));   // three experts
+  v.push_back(moe_case(3, 2, 64, 64, 32, MatFormat::mxfp4, {}, true));   // 9 columns, 8 a window
+  v.push_back(moe_case(8, 4, 16, 64, 32, MatFormat::mxfp4, {}, true));   // 24, 16 a window
   v.push_back(moe_case(2, 2, 3, 1056, 64, MatFormat::mxfp4));
   v.push_back(moe_case(1, 1, 2, 4224, 32, MatFormat::mxfp4));
   // More choices x L than one wave of experts holds (moe_experts.cpp: 2^21 floats).
