@@ -286,20 +286,18 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
   if (dmx != nullptr && mma_aligned) {
     // Tensor cores on the packed weights, activations as three bf16 parts (moe_mma.h).
     const cuda::MoeGroups grp{offsets, active, n_active, std::min(E, N)};
-    const int s_gu = cuda::moe_mma_splits(grp, 2, I, L, N, T);  // column splits (partial sums)
-    const int s_dn = cuda::moe_mma_splits(grp, 1, L, I, N, T);
     Scratch zs_s(3 * N * L * 2), hs_s(3 * N * I * 2);
-    Scratch g3_s(s_gu * 3 * N * I * sizeof(float)), u3_s(s_gu * 3 * N * I * sizeof(float));
-    Scratch y3_s(s_dn * 3 * N * L * sizeof(float));
+    Scratch g3_s(3 * N * I * sizeof(float)), u3_s(3 * N * I * sizeof(float));
+    Scratch y3_s(3 * N * L * sizeof(float));
     auto* zs = static_cast<__nv_bfloat16*>(zs_s.get());
     auto* hs = static_cast<__nv_bfloat16*>(hs_s.get());
     float* gu[2] = {static_cast<float*>(g3_s.get()), static_cast<float*>(u3_s.get())};
     float* y3 = static_cast<float*>(y3_s.get());
     cuda::moe_gather_split(dz, choice_of, N, k, L, zs);
-    cuda::moe_mxfp4_mma(zs, grp, dmx, 0, 2, I, L, N, T, s_gu, gu);  // gate and up in one launch
-    cuda::moe_situ_split(gu[0], gu[1], s_gu, N, I, s.situ, hs);
-    cuda::moe_mxfp4_mma(hs, grp, dmx, 2, 1, L, I, N, T, s_dn, &y3);
-    cuda::moe_combine3(y3, s_dn, slot_of, dw, T, k, L, dc);
+    cuda::moe_mxfp4_mma(zs, grp, dmx, 0, 2, I, L, N, T, gu);  // gate and up in one launch
+    cuda::moe_situ_split(gu[0], gu[1], N, I, s.situ, hs);
+    cuda::moe_mxfp4_mma(hs, grp, dmx, 2, 1, L, I, N, T, &y3);
+    cuda::moe_combine3(y3, slot_of, dw, T, k, L, dc);
     return;
   }
   std::vector<Mat> dev(static_cast<size_t>(3 * E));  // device views of every expert's weights

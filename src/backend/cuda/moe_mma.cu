@@ -7,8 +7,6 @@
 // once per window: once per step at batch 1, and at larger batches every token of an expert
 // shares one read (the window is sized to the step's slots an expert).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/cuda/moe_mma.h"
 #include "backend/cuda/runtime.cuh"
@@ -43,14 +41,6 @@ __device__ inline float sum_parts(const float* y3, int64_t s, int64_t W, int64_t
   return y3[3 * s * W + col] + (y3[(3 * s + 1) * W + col] + y3[(3 * s + 2) * W + col]);
 }
 
-// The parts summed, then the column splits' partial sums in split order (planes of 3N·W).
-__device__ inline float sum_splits(const float* y3, int splits, int64_t plane, int64_t s, int64_t W,
-                                   int64_t col) {
-  float v = sum_parts(y3, s, W, col);
-  for (int i = 1; i < splits; ++i) v += sum_parts(y3 + i * plane, s, W, col);
-  return v;
-}
-
 __global__ void gather_split(const float* z, const int32_t* choice_of, int64_t N, int64_t k,
                              int64_t L, __nv_bfloat16* zs) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -59,13 +49,12 @@ __global__ void gather_split(const float* z, const int32_t* choice_of, int64_t N
   store_parts(z[(choice_of[s] / k) * L + col], zs, s, L, col);
 }
 
-__global__ void situ_split(const float* gate3, const float* up3, int splits, int64_t N, int64_t I,
-                           SituParams p, __nv_bfloat16* hs) {
+__global__ void situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, SituParams p,
+                           __nv_bfloat16* hs) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= N * I) return;
   const int64_t s = i / I, col = i % I;
-  const float g = sum_splits(gate3, splits, 3 * N * I, s, I, col),
-              u = sum_splits(up3, splits, 3 * N * I, s, I, col);
+  const float g = sum_parts(gate3, s, I, col), u = sum_parts(up3, s, I, col);
   // The CPU's expression (multiplying by the inverse caps).
   const float h = p.beta * tanhf(g * (1.0f / p.beta)) / (1.0f + expf(-g)) *
                   (p.linear_beta * tanhf(u * (1.0f / p.linear_beta)));
@@ -73,15 +62,15 @@ __global__ void situ_split(const float* gate3, const float* up3, int splits, int
 }
 
 // c [T, L]: c[t] = Σ_j weight[t, j] · y[slot_of[t*k + j]], from zero, in j order.
-__global__ void combine3(const float* y3, int splits, const int32_t* slot_of, const float* weight,
-                         int64_t T, int64_t k, int64_t L, float* c) {
+__global__ void combine3(const float* y3, const int32_t* slot_of, const float* weight, int64_t T,
+                         int64_t k, int64_t L, float* c) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= T * L) return;
   const int64_t t = i / L, col = i % L;
   float acc = 0.0f;
 #pragma unroll 4
   for (int64_t j = 0; j < k; ++j)
-    acc += weight[t * k + j] * sum_splits(y3, splits, 3 * T * k * L, slot_of[t * k + j], L, col);
+    acc += weight[t * k + j] * sum_parts(y3, slot_of[t * k + j], L, col);
   c[i] = acc;
 }
 
@@ -153,18 +142,18 @@ constexpr int ring_bytes(int stages) {
 // registers instead took 166 registers, 12 warps an SM, and ran 2.5x slower at 64 tokens with
 // 896 experts), and the warp's scales are staged in shared memory once per block. Each lane
 // copies and reads back only its own ring slots, so the ring needs no barrier; the scales
-// (written by every lane) need one __syncwarp.
+// (written by every lane) need one __syncwarp. (Splitting the columns over 2-4 blocks, partial
+// sums added by the next kernel, to fill the GPU at batch 1 ran 1.2x slower there.)
 template <int kMT, int NT, int kStages>
 __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
     mxfp4_mma(const __nv_bfloat16* xs, const int32_t* offsets, const int32_t* active,
               const int32_t* n_active, const Mxfp4Expert* experts, int which0, int tiles_per_mat,
-              int n_windows, int n_splits, int64_t R, int64_t C, int64_t N3, float* y0, float* y1) {
+              int n_windows, int64_t R, int64_t C, int64_t N3, float* y0, float* y1) {
   extern __shared__ uint4 smem[];
   if (static_cast<int>(blockIdx.y) >= *n_active) return;
   const int e = active[blockIdx.y];
   const int win0 = static_cast<int>(blockIdx.x) % n_windows;
-  const int split = static_cast<int>(blockIdx.x) / n_windows % n_splits;
-  const int tile = static_cast<int>(blockIdx.x) / n_windows / n_splits;
+  const int tile = static_cast<int>(blockIdx.x) / n_windows;
   const int which = tile / tiles_per_mat, rt = tile % tiles_per_mat;
   const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   constexpr int kRows = kMT * 16;
@@ -174,12 +163,9 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
   if (win0 * NT * 8 >= ncols) return;  // no window of this block (before any copy starts)
   const uint8_t* packed = experts[e].data[which0 + which];
   const uint8_t* scales = experts[e].scales[which0 + which];
+  float* y = which != 0 ? y1 : y0;
   const int64_t groups = C / 32, sstride = scale_stride(groups);
   const int nchunks = static_cast<int>((groups + 3) / 4);
-  // This block's columns: chunks [c0, c1) (all of them unless the columns are split), its
-  // partial sums into plane `split` of y.
-  const int c0 = split * nchunks / n_splits, c1 = (split + 1) * nchunks / n_splits;
-  float* y = (which != 0 ? y1 : y0) + split * N3 * R;
   uint4* ring = smem;  // [kStages][kMT][2][32 lanes]
   uint8_t* sc = reinterpret_cast<uint8_t*>(smem) + ring_bytes<kMT>(kStages);  // [kRows][sstride]
 
@@ -203,12 +189,11 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
   const uint8_t* prow = packed + (row0 + g) * (C / 2);
   const int64_t rstep = 8 * (C / 2);
   const int srow = g * static_cast<int>(sstride), sstep = 8 * static_cast<int>(sstride);
-  // Chunk c's copies of this lane into ring stage (c - c0) % kStages (then one commit, empty
-  // or not).
+  // Chunk c's copies of this lane into ring stage c % kStages (then one commit, empty or not).
   auto issue = [&](int c) {
     const int64_t G = 4 * int64_t{c} + t;
-    if (c < c1 && G < groups) {
-      uint4* dst = ring + ((c - c0) % kStages) * (kMT * 2 * 32) + lane;
+    if (c < nchunks && G < groups) {
+      uint4* dst = ring + (c % kStages) * (kMT * 2 * 32) + lane;
       const uint8_t* src = prow + G * 16;
 #pragma unroll
       for (int j = 0; j < 2 * kMT; ++j) cp_async16(dst + j * 32, src + j * rstep);
@@ -227,14 +212,14 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
     }
     float acc[kMT][NT][4] = {};
 #pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) issue(c0 + st);
-    for (int c = c0; c < c1; ++c) {
+    for (int st = 0; st < kStages - 1; ++st) issue(st);
+    for (int c = 0; c < nchunks; ++c) {
       issue(c + kStages - 1);
       cp_async_wait<kStages - 1>();  // this lane's copies of chunk c (and the scales) have landed
-      if (c == c0) __syncwarp();     // and every lane's scales
+      if (c == 0) __syncwarp();      // and every lane's scales
       const int64_t G = 4 * int64_t{c} + t;
       const bool ok = G < groups;
-      const uint4* src = ring + ((c - c0) % kStages) * (kMT * 2 * 32) + lane;
+      const uint4* src = ring + (c % kStages) * (kMT * 2 * 32) + lane;
       uint4 a[kMT][2];
       uint32_t f1[kMT][2], s[kMT][2];
       uint32_t smax = 0;
@@ -315,7 +300,7 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
 template <int NT, int kStages>
 void launch_mma(const __nv_bfloat16* xs, const MoeGroups& grp, const Mxfp4Expert* experts,
                 int which0, int n_which, int64_t R, int64_t C, int64_t N, int n_windows,
-                int n_splits, float* const* y3) {
+                float* const* y3) {
   constexpr int kMT = 2;
   const int tiles = blocks_for(R, kMT * 16);
   const size_t smem = ring_bytes<kMT>(kStages) + kMT * 16 * scale_stride(C / 32);
@@ -325,10 +310,10 @@ void launch_mma(const __nv_bfloat16* xs, const MoeGroups& grp, const Mxfp4Expert
                                     static_cast<int>(smem)),
                "moe_experts (mxfp4 mma shared memory)");
   }
-  const dim3 grid(static_cast<unsigned>(int64_t{n_windows} * n_splits * tiles * n_which),
+  const dim3 grid(static_cast<unsigned>(int64_t{n_windows} * tiles * n_which),
                   static_cast<unsigned>(grp.max_active));
   kernel<<<grid, 32, smem, stream()>>>(xs, grp.offsets, grp.active, grp.n_active, experts, which0,
-                                       tiles, n_windows, n_splits, R, C, 3 * N, y3[0],
+                                       tiles, n_windows, R, C, 3 * N, y3[0],
                                        n_which > 1 ? y3[1] : y3[0]);
   check_launch("moe_experts (mxfp4 mma)");
 }
@@ -341,69 +326,39 @@ void moe_gather_split(const float* z, const int32_t* choice_of, int64_t N, int64
   check_launch("moe_experts (gather + split)");
 }
 
-namespace {
-
-struct MmaPlan {
-  int nt;         // n-tiles a window
-  int n_windows;  // windows in the grid
-};
-
-// Windows of 8·NT slot columns (3 a slot) and a grid of windows for 1.5 times the step's
-// average slots an expert: most experts fit in one window and decode each weight once; one
-// with more loops over further windows in its blocks. (Sizing the grid by the most columns an
-// expert could have, 3·min(N, T), left 23 of 24 windows idle with 896 experts at 64 tokens,
-// where an expert has one or two slots.)
-MmaPlan plan(const MoeGroups& g, int64_t N, int64_t T) {
+void moe_mxfp4_mma(const __nv_bfloat16* xs, const MoeGroups& g, const Mxfp4Expert* experts,
+                   int which0, int n_which, int64_t R, int64_t C, int64_t N, int64_t T,
+                   float* const* y3) {
+  check(C % 32 == 0 && R % 32 == 0 && n_which >= 1 && n_which <= 2, "moe_mxfp4_mma: bad shape");
+  // Windows of 8·NT slot columns (3 a slot) and a grid of windows for 1.5 times the step's
+  // average slots an expert: most experts fit in one window and decode each weight once; one
+  // with more loops over further windows in its blocks. (Sizing the grid by the most columns
+  // an expert could have, 3·min(N, T), left 23 of 24 windows idle with 896 experts at 64
+  // tokens, where an expert has one or two slots.)
   const int64_t avg = (N + g.max_active - 1) / std::max<int64_t>(g.max_active, 1);
   const int64_t cover = (9 * avg + 1) / 2;
   const int nt = cover <= 8 ? 1 : cover <= 16 ? 2 : 4;
   const int64_t most = 3 * std::min(N, T);
-  return {nt,
-          static_cast<int>(std::max<int64_t>(1, (std::min(cover, most) + 8 * nt - 1) / (8 * nt)))};
-}
-
-}  // namespace
-
-int moe_mma_splits(const MoeGroups& g, int n_which, int64_t R, int64_t C, int64_t N, int64_t T) {
-  // Experiment knob K3_MOE_KSPLIT: a number of column splits, or "auto" (enough blocks for
-  // three rounds of the resident warps, each split at least 6 chunks); unset: 1.
-  const char* v = std::getenv("K3_MOE_KSPLIT");
-  if (v == nullptr) return 1;
-  const int64_t nchunks = (C / 32 + 3) / 4;
-  if (std::strcmp(v, "auto") != 0) {
-    return static_cast<int>(std::clamp<int64_t>(std::atoi(v), 1, nchunks));
-  }
-  const MmaPlan p = plan(g, N, T);
-  const int64_t blocks = int64_t{p.n_windows} * blocks_for(R, 32) * n_which * g.max_active;
-  const int64_t resident = int64_t{sm_count()} * (p.nt >= 4 ? 12 : 16);
-  const int64_t want = (3 * resident + blocks - 1) / blocks;
-  return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(want, nchunks / 6), 1, 4));
-}
-
-void moe_mxfp4_mma(const __nv_bfloat16* xs, const MoeGroups& g, const Mxfp4Expert* experts,
-                   int which0, int n_which, int64_t R, int64_t C, int64_t N, int64_t T,
-                   int n_splits, float* const* y3) {
-  check(C % 32 == 0 && R % 32 == 0 && n_which >= 1 && n_which <= 2 && n_splits >= 1,
-        "moe_mxfp4_mma: bad shape");
-  const MmaPlan p = plan(g, N, T);
-  if (p.nt == 1) {
-    launch_mma<1, kStages>(xs, g, experts, which0, n_which, R, C, N, p.n_windows, n_splits, y3);
-  } else if (p.nt == 2) {
-    launch_mma<2, kStages>(xs, g, experts, which0, n_which, R, C, N, p.n_windows, n_splits, y3);
+  const int n_windows =
+      static_cast<int>(std::max<int64_t>(1, (std::min(cover, most) + 8 * nt - 1) / (8 * nt)));
+  if (nt == 1) {
+    launch_mma<1, kStages>(xs, g, experts, which0, n_which, R, C, N, n_windows, y3);
+  } else if (nt == 2) {
+    launch_mma<2, kStages>(xs, g, experts, which0, n_which, R, C, N, n_windows, y3);
   } else {
-    launch_mma<4, kStages>(xs, g, experts, which0, n_which, R, C, N, p.n_windows, n_splits, y3);
+    launch_mma<4, kStages>(xs, g, experts, which0, n_which, R, C, N, n_windows, y3);
   }
 }
 
-void moe_situ_split(const float* gate3, const float* up3, int splits, int64_t N, int64_t I,
-                    SituParams p, __nv_bfloat16* hs) {
-  situ_split<<<blocks_for(N * I, 256), 256, 0, stream()>>>(gate3, up3, splits, N, I, p, hs);
+void moe_situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, SituParams p,
+                    __nv_bfloat16* hs) {
+  situ_split<<<blocks_for(N * I, 256), 256, 0, stream()>>>(gate3, up3, N, I, p, hs);
   check_launch("moe_experts (situ + split)");
 }
 
-void moe_combine3(const float* y3, int splits, const int32_t* slot_of, const float* weight,
-                  int64_t T, int64_t k, int64_t L, float* c) {
-  combine3<<<blocks_for(T * L, 256), 256, 0, stream()>>>(y3, splits, slot_of, weight, T, k, L, c);
+void moe_combine3(const float* y3, const int32_t* slot_of, const float* weight, int64_t T,
+                  int64_t k, int64_t L, float* c) {
+  combine3<<<blocks_for(T * L, 256), 256, 0, stream()>>>(y3, slot_of, weight, T, k, L, c);
   check_launch("moe_experts (combine)");
 }
 

@@ -39,20 +39,15 @@ struct MoeGroups {
 // zs [3N, L]: the parts of z[choice_of[s] / k] for every slot s.
 void moe_gather_split(const float* z, const int32_t* choice_of, int64_t N, int64_t k, int64_t L,
                       __nv_bfloat16* zs);
-// How many column splits moe_mxfp4_mma should use for an [R, C] matrix (n_which of them).
-int moe_mma_splits(const MoeGroups& g, int n_which, int64_t R, int64_t C, int64_t N, int64_t T);
-// y3 [splits][3N, R] (per matrix in which[0 .. n_which)) = parts · W_eᵀ for every active
-// expert, split s holding the partial sums over its share of the columns.
+// y3 [3N, R] (per matrix in which[0 .. n_which)) = parts · W_eᵀ for every active expert.
 void moe_mxfp4_mma(const __nv_bfloat16* xs, const MoeGroups& g, const Mxfp4Expert* experts,
                    int which0, int n_which, int64_t R, int64_t C, int64_t N, int64_t T,
-                   int n_splits, float* const* y3);
-// hs [3N, I]: the parts of SiTU-GLU(gate, up), gate and up read as summed parts and splits
-// [splits][3N, I].
-void moe_situ_split(const float* gate3, const float* up3, int splits, int64_t N, int64_t I,
-                    SituParams p, __nv_bfloat16* hs);
-// c [T, L] = Σ_j weight[t, j] · y[slot_of[t·k + j]], y read as summed parts and splits
-// y3 [splits][3N, L].
-void moe_combine3(const float* y3, int splits, const int32_t* slot_of, const float* weight,
-                  int64_t T, int64_t k, int64_t L, float* c);
+                   float* const* y3);
+// hs [3N, I]: the parts of SiTU-GLU(gate, up), gate and up read as summed parts [3N, I].
+void moe_situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, SituParams p,
+                    __nv_bfloat16* hs);
+// c [T, L] = Σ_j weight[t, j] · y[slot_of[t·k + j]], y read as summed parts y3 [3N, L].
+void moe_combine3(const float* y3, const int32_t* slot_of, const float* weight, int64_t T,
+                  int64_t k, int64_t L, float* c);
 
 }  // namespace k3::cuda
