@@ -208,8 +208,9 @@ const cuda::Mxfp4Expert* mxfp4_table(Args& a, const ExpertMats* experts, int64_t
       }
     }
   };
-  std::vector<cuda::Mxfp4Expert> mx(static_cast<size_t>(E));
+  std::vector<cuda::Mxfp4Expert> mx;
   if (a.staging()) {
+    mx.resize(static_cast<size_t>(E));
     build(mx);
     return a.host_array(mx.data(), mx.size());
   }
@@ -229,13 +230,19 @@ const cuda::Mxfp4Expert* mxfp4_table(Args& a, const ExpertMats* experts, int64_t
   }
   static std::mutex mu;
   static auto* cache = new std::unordered_map<const ExpertMats*, Entry>();  // never freed
+  static uint64_t cache_generation = 0;
   const uint64_t gen = cuda::resident_generation();
   std::lock_guard<std::mutex> lock(mu);
+  if (gen != cache_generation) {  // weights came or went (a model loaded, say): start afresh,
+    cache->clear();               // so tables of arrays that are gone do not pile up
+    cache_generation = gen;
+  }
   Entry& en = (*cache)[experts];
   if (en.table.get() != nullptr && en.generation == gen && en.key == key) {
     aligned = en.aligned;
     return static_cast<const cuda::Mxfp4Expert*>(en.table.get());
   }
+  mx.resize(static_cast<size_t>(E));
   build(mx);
   en.key = std::move(key);
   en.generation = gen;
