@@ -65,12 +65,14 @@ const char* fmt_name(MatFormat f) {
   return f == MatFormat::mxfp4 ? "mxfp4" : f == MatFormat::bf16 ? "bf16" : "f32";
 }
 
+// same: every token picks experts 1 … k (so one expert holds all T rows when k = 1).
 OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat f,
-                ScaleRange sr = {}) {
+                ScaleRange sr = {}, bool same = false) {
   const std::string shape =
       "T=" + std::to_string(T) + " k=" + std::to_string(k) + " E=" + std::to_string(E) +
       " L=" + std::to_string(L) + " I=" + std::to_string(I) + " " + fmt_name(f) +
-      (sr.lo != 120 ? " scales " + std::to_string(sr.lo) + "+" + std::to_string(sr.span) : "");
+      (sr.lo != 120 ? " scales " + std::to_string(sr.lo) + "+" + std::to_string(sr.span) : "") +
+      (same ? " same experts" : "");
   return {"moe_experts", shape, 1e-5, [=](std::mt19937_64& rng, Impl impl) {
             const Experts ex = random_experts(E, L, I, f, rng, sr);
             const std::vector<float> z = randn(rng, T * L);
@@ -79,7 +81,11 @@ OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat
             for (int64_t t = 0; t < T; ++t) {  // k distinct experts, ascending (the router's)
               for (int64_t e = 0; e < E; ++e) ids[e] = static_cast<int32_t>(e);
               // Leave the last expert unchosen when k < E, so some experts get no rows.
-              std::shuffle(ids.begin(), ids.end() - (k < E ? 1 : 0), rng);
+              if (same) {
+                std::rotate(ids.begin(), ids.begin() + 1, ids.end());  // 1 … k, expert 0 idle
+              } else {
+                std::shuffle(ids.begin(), ids.end() - (k < E ? 1 : 0), rng);
+              }
               std::sort(ids.begin(), ids.begin() + k);
               std::copy_n(ids.begin(), k, sel.begin() + t * k);
             }
@@ -123,6 +129,23 @@ std::vector<OpCase> cases() {
   v.push_back(moe_case(3, 2, 3, 64, 64, MatFormat::mxfp4, {0, 4}));     // subnormal bf16 weights
   v.push_back(moe_case(5, 2, 3, 96, 64, MatFormat::mxfp4, {0, 161}));   // codes 0 … 160
   v.push_back(moe_case(2, 2, 2, 64, 32, MatFormat::mxfp4, {125, 10}));  // 2^-2 … 2^7
+  // The pipelined kernel and its window sizing (moe_mma.cu), at the decode batch sizes, with
+  // many experts (about one slot an expert, most experts idle), a window of 8 or 16 slot
+  // columns, experts past the window (looping over further windows), every token on one
+  // expert, and rows of scales staged as bytes (33 groups), as words (8, 132 groups: past one
+  // word a lane).
+  v.push_back(moe_case(1, 16, 200, 128, 64, MatFormat::mxfp4));
+  v.push_back(moe_case(2, 8, 64, 128, 96, MatFormat::mxfp4));
+  v.push_back(moe_case(17, 4, 40, 64, 128, MatFormat::mxfp4));
+  v.push_back(moe_case(64, 8, 300, 96, 64, MatFormat::mxfp4));
+  v.push_back(moe_case(64, 8, 100, 64, 64, MatFormat::mxfp4));
+  v.push_back(moe_case(128, 16, 200, 64, 32, MatFormat::mxfp4));
+  v.push_back(moe_case(128, 1, 4, 64, 32, MatFormat::mxfp4, {}, true));  // one expert: 128 rows
+  v.push_back(moe_case(33, 3, 5, 96, 64, MatFormat::mxfp4, {}, true));   // three experts
+  v.push_back(moe_case(3, 2, 64, 64, 32, MatFormat::mxfp4, {}, true));   // 9 columns, 8 a window
+  v.push_back(moe_case(8, 4, 16, 64, 32, MatFormat::mxfp4, {}, true));   // 24, 16 a window
+  v.push_back(moe_case(2, 2, 3, 1056, 64, MatFormat::mxfp4));
+  v.push_back(moe_case(1, 1, 2, 4224, 32, MatFormat::mxfp4));
   // More choices x L than one wave of experts holds (moe_experts.cpp: 2^21 floats).
   v.push_back(moe_case(1100, 4, 9, 512, 8, MatFormat::f32));
   return v;

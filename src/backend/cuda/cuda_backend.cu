@@ -25,6 +25,7 @@ struct Runtime {
   std::mutex mu;
   std::map<uintptr_t, Resident> resident;  // host start -> device copy
   size_t resident_bytes = 0;
+  uint64_t resident_generation = 0;  // bumped whenever a range is added or removed
 
   Runtime() {
     check_cuda(cudaSetDevice(0), "cudaSetDevice");
@@ -176,6 +177,12 @@ const void* resident(const void* p) {
   return static_cast<const char*>(it->second.dev) + (key - it->first);
 }
 
+uint64_t resident_generation() {
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  return rt.resident_generation;
+}
+
 Scratch::Scratch(size_t bytes) {
   check_cuda(cudaMallocAsync(&p_, bytes == 0 ? 1 : bytes, stream()), "scratch alloc");
 }
@@ -269,6 +276,7 @@ void cuda_make_resident(const void* host, size_t bytes) {
   cuda::check_cuda(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "weight upload");
   rt.resident[key] = {bytes, dev, 1};
   rt.resident_bytes += bytes;
+  ++rt.resident_generation;
 }
 
 void cuda_release_resident(const void* host, size_t bytes) {
@@ -280,6 +288,7 @@ void cuda_release_resident(const void* host, size_t bytes) {
   cuda_backend().free(it->second.dev);
   rt.resident_bytes -= it->second.bytes;
   rt.resident.erase(it);
+  ++rt.resident_generation;
 }
 
 size_t cuda_resident_bytes() { return cuda::runtime().resident_bytes; }

@@ -12,6 +12,9 @@
 //     tensor-core linear (linear_device).
 // Rows inside an expert group land in any order (atomics), which changes nothing: each row's
 // result depends on its own input only, and the combine sums a token's choices in j order.
+#include <mutex>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/gemv.cuh"
@@ -42,19 +45,45 @@ __global__ void count_choices(const int32_t* sel, int64_t n, int32_t* counts) {
   if (i < n) atomicAdd(&counts[sel[i]], 1);
 }
 
-// One thread: offsets [E+1], the list of experts with rows, and the fill cursors.
-__global__ void scan_groups(const int32_t* counts, int E, int32_t* offsets, int32_t* active,
-                            int32_t* n_active, int32_t* fill) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  int32_t sum = 0, na = 0;
-  for (int e = 0; e < E; ++e) {
-    offsets[e] = sum;
-    fill[e] = sum;
-    if (counts[e] > 0) active[na++] = e;
-    sum += counts[e];
+// One block of kScanThreads: offsets [E+1], the list of experts with rows (ascending), and the
+// fill cursors, as a block-wide exclusive scan of (slots, has slots) over the experts, 1024 at
+// a time. (One thread walking 896 experts took longer than the batch-1 expert GEMVs' tail.)
+constexpr int kScanThreads = 1024;
+__global__ void __launch_bounds__(kScanThreads)
+    scan_groups(const int32_t* counts, int E, int32_t* offsets, int32_t* active, int32_t* n_active,
+                int32_t* fill) {
+  __shared__ int2 warp_total[kScanThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int2 run = {0, 0};  // slots and active experts before this pass (the same in every thread)
+  for (int base = 0; base < E; base += kScanThreads) {
+    const int e = base + static_cast<int>(threadIdx.x);
+    const int c = e < E ? counts[e] : 0, a = c > 0 ? 1 : 0;
+    int2 v = {c, a};  // inclusive scan within the warp
+    for (int o = 1; o < 32; o <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, v.x, o), y = __shfl_up_sync(0xffffffffu, v.y, o);
+      if (lane >= o) v = {v.x + x, v.y + y};
+    }
+    if (lane == 31) warp_total[warp] = v;
+    __syncthreads();
+    int2 before = run, total = run;
+    for (int w = 0; w < kScanThreads / 32; ++w) {
+      const int2 p = warp_total[w];
+      if (w < warp) before = {before.x + p.x, before.y + p.y};
+      total = {total.x + p.x, total.y + p.y};
+    }
+    if (e < E) {
+      const int32_t off = before.x + v.x - c;
+      offsets[e] = off;
+      fill[e] = off;
+      if (a != 0) active[before.y + v.y - 1] = e;
+    }
+    run = total;
+    __syncthreads();  // warp_total is rewritten by the next pass
   }
-  offsets[E] = sum;
-  *n_active = na;
+  if (threadIdx.x == 0) {
+    offsets[E] = run.x;
+    *n_active = run.y;
+  }
 }
 
 __global__ void place_choices(const int32_t* sel, int64_t n, int32_t* fill, int32_t* slot_of,
@@ -160,6 +189,70 @@ void launch_grouped(const float* x, const int32_t* offsets, const int32_t* activ
   check_launch("moe_experts (grouped gemv)");
 }
 
+// The device table of the experts' MXFP4 pointers (resident weights translated), cached per
+// experts array: a decode step would otherwise translate 3E matrices (two resident-map lookups
+// each) and upload the table in every layer, host work that left the GPU idle for tens of us
+// of a batch-1 step with 896 experts. An entry holds while the array holds the same weight
+// pointers and no weight range has been made resident or released since. In the
+// harness's host-staging mode every call builds its own (the weights are staged per call).
+const cuda::Mxfp4Expert* mxfp4_table(Args& a, const ExpertMats* experts, int64_t E, bool& aligned) {
+  auto build = [&](std::vector<cuda::Mxfp4Expert>& mx) {
+    aligned = true;
+    for (int64_t e = 0; e < E; ++e) {
+      const Mat* src[3] = {&experts[e].gate, &experts[e].up, &experts[e].down};
+      for (int w = 0; w < 3; ++w) {
+        const Mat d = cuda::device_mat(a, *src[w]);
+        mx[e].data[w] = static_cast<const uint8_t*>(d.data);
+        mx[e].scales[w] = d.scales;
+        aligned &= reinterpret_cast<uintptr_t>(d.data) % 16 == 0;
+      }
+    }
+  };
+  std::vector<cuda::Mxfp4Expert> mx;
+  if (a.staging()) {
+    mx.resize(static_cast<size_t>(E));
+    build(mx);
+    return a.host_array(mx.data(), mx.size());
+  }
+  struct Entry {
+    std::vector<const void*> key;  // the host pointers the table translates, 6 an expert
+    uint64_t generation = 0;
+    bool aligned = false;
+    cuda::Scratch table;
+  };
+  std::vector<const void*> key(static_cast<size_t>(6 * E));
+  for (int64_t e = 0; e < E; ++e) {
+    const Mat* src[3] = {&experts[e].gate, &experts[e].up, &experts[e].down};
+    for (int w = 0; w < 3; ++w) {
+      key[6 * e + 2 * w] = src[w]->data;
+      key[6 * e + 2 * w + 1] = src[w]->scales;
+    }
+  }
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<const ExpertMats*, Entry>();  // never freed
+  static uint64_t cache_generation = 0;
+  const uint64_t gen = cuda::resident_generation();
+  std::lock_guard<std::mutex> lock(mu);
+  if (gen != cache_generation) {  // weights came or went (a model loaded, say): start afresh,
+    cache->clear();               // so tables of arrays that are gone do not pile up
+    cache_generation = gen;
+  }
+  Entry& en = (*cache)[experts];
+  if (en.table.get() != nullptr && en.generation == gen && en.key == key) {
+    aligned = en.aligned;
+    return static_cast<const cuda::Mxfp4Expert*>(en.table.get());
+  }
+  mx.resize(static_cast<size_t>(E));
+  build(mx);
+  en.key = std::move(key);
+  en.generation = gen;
+  en.aligned = aligned;
+  en.table = cuda::Scratch(mx.size() * sizeof(cuda::Mxfp4Expert));  // the old one freed in order
+  cuda::copy_in_async(en.table.get(), mx.data(), mx.size() * sizeof(cuda::Mxfp4Expert),
+                      "moe_experts (expert table)");
+  return static_cast<const cuda::Mxfp4Expert*>(en.table.get());
+}
+
 }  // namespace
 
 void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
@@ -182,18 +275,6 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
   const int32_t* dsel = a.in(sel, N);
   const float* dw = a.in(weight, N);
   float* dc = a.out(c, T * L);
-  std::vector<Mat> dev(static_cast<size_t>(3 * E));  // device views of every expert's weights
-  std::vector<ExpertPtrs> ptrs(static_cast<size_t>(E));
-  bool aligned = true;  // the grouped kernels read weight rows 16 bytes at a time
-  for (int64_t e = 0; e < E; ++e) {
-    const Mat* src[3] = {&experts[e].gate, &experts[e].up, &experts[e].down};
-    for (int w = 0; w < 3; ++w) {
-      dev[3 * e + w] = cuda::device_mat(a, *src[w]);
-      ptrs[e].data[w] = dev[3 * e + w].data;
-      ptrs[e].scales[w] = dev[3 * e + w].scales;
-      aligned &= reinterpret_cast<uintptr_t>(ptrs[e].data[w]) % 16 == 0;
-    }
-  }
   // Grouping: int32 tables in one scratch block.
   Scratch tables(static_cast<size_t>(4 * E + 2 + 2 * N) * sizeof(int32_t));
   int32_t* counts = static_cast<int32_t*>(tables.get());
@@ -201,19 +282,16 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
   int32_t *n_active = fill + E, *slot_of = n_active + 1, *choice_of = slot_of + N;
   cuda::check_cuda(cudaMemsetAsync(counts, 0, E * sizeof(int32_t), stream()), "moe_experts");
   count_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, counts);
-  scan_groups<<<1, 32, 0, stream()>>>(counts, static_cast<int>(E), offsets, active, n_active, fill);
+  scan_groups<<<1, kScanThreads, 0, stream()>>>(counts, static_cast<int>(E), offsets, active,
+                                                n_active, fill);
   place_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, fill, slot_of, choice_of);
   check_launch("moe_experts (grouping)");
-  if (g0.format == MatFormat::mxfp4 && T <= cuda::kMmaMaxT && aligned) {
+  bool mma_aligned = false;  // the tensor-core kernels copy weight rows 16 bytes at a time
+  const cuda::Mxfp4Expert* dmx = g0.format == MatFormat::mxfp4 && T <= cuda::kMmaMaxT
+                                     ? mxfp4_table(a, experts, E, mma_aligned)
+                                     : nullptr;
+  if (dmx != nullptr && mma_aligned) {
     // Tensor cores on the packed weights, activations as three bf16 parts (moe_mma.h).
-    std::vector<cuda::Mxfp4Expert> mx(static_cast<size_t>(E));
-    for (int64_t e = 0; e < E; ++e) {
-      for (int w = 0; w < 3; ++w) {
-        mx[e].data[w] = static_cast<const uint8_t*>(ptrs[e].data[w]);
-        mx[e].scales[w] = ptrs[e].scales[w];
-      }
-    }
-    const cuda::Mxfp4Expert* dmx = a.host_array(mx.data(), mx.size());
     const cuda::MoeGroups grp{offsets, active, n_active, std::min(E, N)};
     Scratch zs_s(3 * N * L * 2), hs_s(3 * N * I * 2);
     Scratch g3_s(3 * N * I * sizeof(float)), u3_s(3 * N * I * sizeof(float));
@@ -228,6 +306,18 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
     cuda::moe_mxfp4_mma(hs, grp, dmx, 2, 1, L, I, N, T, &y3);
     cuda::moe_combine3(y3, slot_of, dw, T, k, L, dc);
     return;
+  }
+  std::vector<Mat> dev(static_cast<size_t>(3 * E));  // device views of every expert's weights
+  std::vector<ExpertPtrs> ptrs(static_cast<size_t>(E));
+  bool aligned = true;  // the grouped kernels read weight rows 16 bytes at a time
+  for (int64_t e = 0; e < E; ++e) {
+    const Mat* src[3] = {&experts[e].gate, &experts[e].up, &experts[e].down};
+    for (int w = 0; w < 3; ++w) {
+      dev[3 * e + w] = cuda::device_mat(a, *src[w]);
+      ptrs[e].data[w] = dev[3 * e + w].data;
+      ptrs[e].scales[w] = dev[3 * e + w].scales;
+      aligned &= reinterpret_cast<uintptr_t>(ptrs[e].data[w]) % 16 == 0;
+    }
   }
   Scratch zin_s(N * L * sizeof(float)), ga_s(N * I * sizeof(float)), up_s(N * I * sizeof(float));
   Scratch y_s(N * L * sizeof(float));

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda.h"
@@ -43,6 +44,9 @@ const BlasApi& blas_api();
 bool host_staging();
 // The device copy of a resident host address, or p itself when it is not resident.
 const void* resident(const void* p);
+// Changes whenever a resident range is added or released (device tables of translated weight
+// pointers stay valid while it does not).
+uint64_t resident_generation();
 
 // Stream-ordered device scratch, freed on the stream when the holder goes.
 class Scratch {
@@ -51,6 +55,10 @@ class Scratch {
   explicit Scratch(size_t bytes);
   ~Scratch();
   Scratch(Scratch&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  Scratch& operator=(Scratch&& o) noexcept {  // what this held is freed (in order) with o
+    std::swap(p_, o.p_);
+    return *this;
+  }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   void* get() const { return p_; }
