@@ -1,6 +1,8 @@
 // End-to-end on the device: one model load, then prefill of one long prompt and batched decode
 // at several batch sizes through k3::Engine with device "cuda". Each step returns its logits
-// to the host, so wall-clock times around Engine::step include all device work.
+// to the host, so wall-clock times around Engine::step include all device work. The decode
+// line per batch is the engine's pinned-buffer path (step_view) with batched calls; the lines
+// above it are the variants of the same run.
 #include <cuda_profiler_api.h>
 
 #include <chrono>
@@ -70,22 +72,54 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
       b.add(seqs.back(), p);
     }
     engine.step(b);
-    std::vector<double> step_s;
-    for (int64_t i = 0; i < steps; ++i) {
-      b.clear();
-      std::vector<int64_t> next(B);
-      for (int64_t j = 0; j < B; ++j) {
-        next[j] = tok(rng);
-        b.add(seqs[j], std::span(&next[j], 1));
+    // Variants, interleaved in rounds (medians per variant): how the logits come back (a fresh
+    // vector each step, as this bench did before; a reused caller buffer, as `k3 serve` does;
+    // the engine's pinned buffer), and the short conv / latent append one call per sequence
+    // (K3_STEP_PER_SEQUENCE=1, the layers before their varlen ops) against one call a layer.
+    struct Variant {
+      const char* name;
+      bool per_sequence;
+      int logits;  // 0 vector, 1 caller buffer, 2 view
+    };
+    const Variant variants[] = {{"per-sequence calls, fresh vector (before)", true, 0},
+                                {"batched calls, fresh vector", false, 0},
+                                {"batched calls, reused caller buffer", false, 1},
+                                {"batched calls, engine's pinned buffer (step_view)", false, 2}};
+    constexpr int kVariants = 4, kRounds = 4;
+    std::vector<double> step_s[kVariants];
+    std::vector<float> buffer(static_cast<size_t>(B * V));
+    for (int r = 0; r < kRounds; ++r) {
+      for (int v = 0; v < kVariants; ++v) {
+        setenv("K3_STEP_PER_SEQUENCE", variants[v].per_sequence ? "1" : "0", 1);
+        for (int64_t i = 0; i < steps / kRounds; ++i) {
+          b.clear();
+          std::vector<int64_t> next(B);
+          for (int64_t j = 0; j < B; ++j) {
+            next[j] = tok(rng);
+            b.add(seqs[j], std::span(&next[j], 1));
+          }
+          const bool last = r + 1 == kRounds && v + 1 == kVariants && i + 1 == steps / kRounds;
+          if (profile && last) cudaProfilerStart();
+          const double t0 = now_s();
+          if (variants[v].logits == 0) {
+            engine.step(b);
+          } else if (variants[v].logits == 1) {
+            engine.step(b, buffer.data());
+          } else {
+            engine.step_view(b);
+          }
+          step_s[v].push_back(now_s() - t0);
+          if (profile && last) cudaProfilerStop();
+        }
       }
-      const bool last = i + 1 == steps;
-      if (profile && last) cudaProfilerStart();
-      const double t0 = now_s();
-      engine.step(b);
-      step_s.push_back(now_s() - t0);
-      if (profile && last) cudaProfilerStop();
     }
-    const double med = median(step_s), tps = B / med;
+    unsetenv("K3_STEP_PER_SEQUENCE");
+    for (int v = 0; v < kVariants; ++v) {
+      const double m = median(step_s[v]);
+      std::printf("  batch %3lld, %s: step %.3f ms, %.1f tok/s\n", (long long)B, variants[v].name,
+                  m * 1e3, B / m);
+    }
+    const double med = median(step_s[kVariants - 1]), tps = B / med;
     // Batch 1 reads every weight the token uses; the floor counts the bytes given (per token).
     const double floor_tps = floor_gbs > 0 ? 1.0 / (8.88 / floor_gbs) : 0;
     std::printf("decode batch %3lld: step %.3f ms, %.1f tok/s aggregate, %.1f tok/s per sequence",

@@ -26,6 +26,10 @@ class Backend {
   virtual void sync() = 0;  // waits for all queued work
   // Sets `bytes` bytes of this backend's memory to zero (state slots of fresh sequences).
   virtual void zero(void* dst, size_t bytes);
+  // Host memory this backend copies into at the link's full rate (pinned on CUDA: a pageable
+  // destination is staged by the driver at a fraction of it); plain host memory on the CPU.
+  virtual void* alloc_host(size_t bytes);
+  virtual void free_host(void* p);
 
   // Whether this backend has its own implementation of the op (by registry name).
   virtual bool supports_op(std::string_view op) const = 0;

@@ -229,6 +229,19 @@ class CudaBackend final : public Backend {
     cuda::check_cuda(cudaMemsetAsync(dst, 0, n, cuda::stream()), "memset");
   }
   void sync() override { cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "sync"); }
+  void* alloc_host(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault);
+    if (e != cudaSuccess) cudaGetLastError();
+    check(e == cudaSuccess, "cuda backend: cannot pin ", bytes, " bytes of host memory (",
+          cudaGetErrorString(e), ")");
+    return p;
+  }
+  void free_host(void* p) override {
+    if (p == nullptr) return;
+    cudaStreamSynchronize(cuda::stream());  // no copy into it may still be queued
+    cudaFreeHost(p);
+  }
   bool supports_op(std::string_view op) const override {
     const OpInfo* info = find_op(op);
     return info != nullptr && info->has_cuda;
