@@ -228,8 +228,7 @@ TEST_P(Batched, StepViewGivesTheLogitsOfStep) {
   b.add(c, one);
   tb.add(tc, one);
   const std::span<const float> second = engine.step_view(b);
-  ASSERT_EQ(static_cast<int64_t>(second.size()),
-            static_cast<int64_t>(b.logit_rows.size()) * V);
+  ASSERT_EQ(static_cast<int64_t>(second.size()), static_cast<int64_t>(b.logit_rows.size()) * V);
   EXPECT_EQ(std::vector<float>(second.begin(), second.end()), twin.step(tb));
 }
 

@@ -3,8 +3,8 @@
 // float expressions the model used inline.
 #include <gtest/gtest.h>
 
-#include "ops/elementwise/elementwise.h"
 #include "ops/copy/copy.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/harness.h"
 #include "ops/moe/moe_combine.h"
 
@@ -131,9 +131,9 @@ OpCase scatter_add_case(int64_t T, int64_t k, int64_t n, int64_t width) {
 }
 
 void add_moe_cases(std::vector<OpCase>& v) {
-  v.push_back(scatter_rows_case(0, 5, 2));       // nothing to move
-  v.push_back(scatter_rows_case(64, 576, 3));    // a decode step's latent rows
-  v.push_back(scatter_rows_case(300, 576, 0));   // a prompt chunk's (above the threading bound)
+  v.push_back(scatter_rows_case(0, 5, 2));      // nothing to move
+  v.push_back(scatter_rows_case(64, 576, 3));   // a decode step's latent rows
+  v.push_back(scatter_rows_case(300, 576, 0));  // a prompt chunk's (above the threading bound)
   for (auto [T, k, n, width] : {std::tuple{1, 1, 1, 1},
                                 {1, 4, 4, 7},
                                 {5, 2, 3, 16},

@@ -173,8 +173,7 @@ OpCase conv_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t C, int64_
               seqs[i] = {t0[i], lens[i], st.data() + i * hist};
               seqs_ref[i] = {t0[i], lens[i], st_ref.data() + i * hist};
             }
-            kConv1dSiluBatchOp.ref(x.data(), w.data(), seqs_ref.data(), m, {T, C, W},
-                                   y_ref.data());
+            kConv1dSiluBatchOp.ref(x.data(), w.data(), seqs_ref.data(), m, {T, C, W}, y_ref.data());
             kConv1dSiluBatchOp.get(impl)(x.data(), w.data(), seqs.data(), m, {T, C, W}, y.data());
             y.insert(y.end(), st.begin(), st.end());
             y_ref.insert(y_ref.end(), st_ref.begin(), st_ref.end());

@@ -63,8 +63,8 @@ void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShap
                [&](int64_t b) { conv_block(x, w, state, s.T, s.C, s.W, b, y); });
 }
 
-void causal_conv1d_silu_batch(const float* x, const float* w, const Conv1dSeq* seqs,
-                              int64_t n_seqs, Conv1dShape s, float* y) {
+void causal_conv1d_silu_batch(const float* x, const float* w, const Conv1dSeq* seqs, int64_t n_seqs,
+                              Conv1dShape s, float* y) {
   const int64_t blocks = (s.C + kChannels - 1) / kChannels;
   int64_t rows = 0;
   for (int64_t i = 0; i < n_seqs; ++i) rows += seqs[i].n;

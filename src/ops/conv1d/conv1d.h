@@ -40,8 +40,8 @@ struct Conv1dSeq {
 using Conv1dSiluBatchFn = void(const float* x, const float* w, const Conv1dSeq* seqs,
                                int64_t n_seqs, Conv1dShape s, float* y);
 extern const OpTable<Conv1dSiluBatchFn> kConv1dSiluBatchOp;  // "conv1d_silu_batch"
-void causal_conv1d_silu_batch(const float* x, const float* w, const Conv1dSeq* seqs,
-                              int64_t n_seqs, Conv1dShape s, float* y);
+void causal_conv1d_silu_batch(const float* x, const float* w, const Conv1dSeq* seqs, int64_t n_seqs,
+                              Conv1dShape s, float* y);
 // Reference: the one-sequence reference on each sequence's rows.
 void causal_conv1d_silu_batch_ref(const float* x, const float* w, const Conv1dSeq* seqs,
                                   int64_t n_seqs, Conv1dShape s, float* y);

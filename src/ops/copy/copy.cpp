@@ -52,9 +52,11 @@ void scatter_rows_ref(const float* src, int64_t n, int64_t width, float* const* 
     for (int64_t j = 0; j < width; ++j) dst_rows[i][j] = src[i * width + j];
 }
 
-const OpTable<ScatterRowsFn> kScatterRowsOp = register_op<ScatterRowsFn>(
-    {.name = "scatter_rows", .ref = scatter_rows_ref, .cpu = scatter_rows,
-     .cuda = K3_CUDA_IMPL(scatter_rows_cuda)});
+const OpTable<ScatterRowsFn> kScatterRowsOp =
+    register_op<ScatterRowsFn>({.name = "scatter_rows",
+                                .ref = scatter_rows_ref,
+                                .cpu = scatter_rows,
+                                .cuda = K3_CUDA_IMPL(scatter_rows_cuda)});
 
 const OpTable<CopyFn, CopyBwdFn> kCopyOp =
     register_op<CopyFn, CopyBwdFn>({.name = "copy",
