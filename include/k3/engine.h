@@ -75,9 +75,9 @@ class Engine {
   void step(const Batch& batch, float* logits);
   std::vector<float> step(const Batch& batch);
   // The same, the logits left in a buffer the engine owns and reuses (pinned host memory on a
-  // device, so they arrive at the link's full rate and are not copied again); valid until the
-  // next step or the engine goes. A 64-sequence step has 42 MB of logits: a fresh vector each
-  // step cost more host time than the step's kernels.
+  // device, so the device copies straight into it and nothing copies them again); valid until
+  // the next step or the engine goes. A 64-sequence step has 42 MB of logits: a fresh vector
+  // each step (step(batch)) cost more host time than the step's kernels.
   std::span<const float> step_view(const Batch& batch);
 
   // Cancellation (e.g. Ctrl-C during a long prompt chunk): while *flag is true, step() throws

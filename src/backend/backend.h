@@ -32,8 +32,8 @@ class Backend {
                                        size_t width, size_t rows);
   // Sets `bytes` bytes of this backend's memory to zero (state slots of fresh sequences).
   virtual void zero(void* dst, size_t bytes);
-  // Host memory this backend copies into at the link's full rate (pinned on CUDA: a pageable
-  // destination is staged by the driver at a fraction of it); plain host memory on the CPU.
+  // Host memory this backend copies into directly (pinned on CUDA: a pageable destination goes
+  // through the driver's staging buffers); plain host memory on the CPU.
   virtual void* alloc_host(size_t bytes);
   virtual void free_host(void* p);
 

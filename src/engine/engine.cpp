@@ -190,8 +190,7 @@ size_t Engine::state_bytes(SeqId seq) const {
 
 namespace {
 
-// dst = src over n floats, in pieces over the worker threads (42 MB of logits at 64 sequences:
-// one thread's memcpy took several ms).
+// dst = src over n floats, in pieces over the worker threads (42 MB of logits at 64 sequences).
 void copy_floats(float* dst, const float* src, size_t n) {
   constexpr size_t kPiece = size_t{1} << 18;  // 1 MB
   const int64_t pieces = static_cast<int64_t>((n + kPiece - 1) / kPiece);
@@ -208,8 +207,9 @@ void Engine::step(const Batch& b, float* logits) {
     run_step(b, logits);
     return;
   }
-  // On a device the copy lands in pinned memory first (a pageable destination is staged by
-  // the driver at a fraction of the link rate), then goes to the caller's buffer.
+  // On a device the copy lands in pinned memory first (a pageable destination goes through the
+  // driver's staging buffers), then goes to the caller's buffer: measured 0.2–0.8 ms faster at
+  // 64 sequences (bench/RESULTS.md); step_view skips the second copy.
   const std::span<const float> out = step_view(b);
   copy_floats(logits, out.data(), out.size());
 }
