@@ -1,6 +1,8 @@
 // End-to-end on the device: one model load, then prefill of one long prompt and batched decode
 // at several batch sizes through k3::Engine with device "cuda". Each step returns its logits
-// to the host, so wall-clock times around Engine::step include all device work.
+// to the host, so wall-clock times around Engine::step include all device work. The decode
+// line per batch is the engine's pinned-buffer path (step_view) with batched calls; the lines
+// above it are the variants of the same run.
 #include <cuda_profiler_api.h>
 
 #include <chrono>
@@ -33,7 +35,9 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
   const int64_t V = model->vocab_size();
   int64_t max_b = 1;
   for (int64_t b : batches) max_b = std::max(max_b, b);
-  Engine engine(*model, {.state_budget_bytes = Engine::budget_for(*model, max_b, prefill + 64),
+  // Room for the prompt or the decode steps' 16 + 5 × steps tokens a sequence (5 variants).
+  const int64_t tokens = std::max(prefill, 16 + 5 * steps) + 64;
+  Engine engine(*model, {.state_budget_bytes = Engine::budget_for(*model, max_b, tokens),
                          .max_sequences = max_b,
                          .device = "cuda"});
   const double resident_gb = cuda_resident_bytes() / 1e9;
@@ -70,22 +74,65 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
       b.add(seqs.back(), p);
     }
     engine.step(b);
-    std::vector<double> step_s;
-    for (int64_t i = 0; i < steps; ++i) {
-      b.clear();
-      std::vector<int64_t> next(B);
-      for (int64_t j = 0; j < B; ++j) {
-        next[j] = tok(rng);
-        b.add(seqs[j], std::span(&next[j], 1));
+    // Variants, interleaved in rounds (medians per variant): how the logits come back (a fresh
+    // vector each step, as this bench did before; a reused caller buffer, as `k3 serve` does;
+    // the engine's pinned buffer), and the short conv / latent append one call per sequence
+    // (K3_STEP_PER_SEQUENCE=1, the layers before their varlen ops) against one call a layer.
+    // Last: the LM head in one piece, its logits copied after it (K3_LOGIT_CHUNK_BYTES huge),
+    // against the default, vocabulary chunks whose copies overlap the next chunk's GEMM.
+    struct Variant {
+      const char* name;
+      bool per_sequence;
+      int logits;  // 0 vector, 1 caller buffer, 2 view
+      bool one_piece_head;
+    };
+    const Variant variants[] = {
+        {"per-sequence calls, fresh vector, LM head in one piece (before)", true, 0, true},
+        {"batched calls, fresh vector", false, 0, false},
+        {"batched calls, reused caller buffer", false, 1, false},
+        {"batched calls, step_view, LM head in one piece", false, 2, true},
+        {"batched calls, step_view (engine's pinned buffer)", false, 2, false}};
+    constexpr int kVariants = 5, kRounds = 4;
+    std::vector<double> step_s[kVariants];
+    std::vector<float> buffer(static_cast<size_t>(B * V));
+    for (int r = 0; r < kRounds; ++r) {
+      for (int v = 0; v < kVariants; ++v) {
+        setenv("K3_STEP_PER_SEQUENCE", variants[v].per_sequence ? "1" : "0", 1);
+        if (variants[v].one_piece_head) {
+          setenv("K3_LOGIT_CHUNK_BYTES", "1000000000000", 1);
+        } else {
+          unsetenv("K3_LOGIT_CHUNK_BYTES");
+        }
+        for (int64_t i = 0; i < steps / kRounds; ++i) {
+          b.clear();
+          std::vector<int64_t> next(B);
+          for (int64_t j = 0; j < B; ++j) {
+            next[j] = tok(rng);
+            b.add(seqs[j], std::span(&next[j], 1));
+          }
+          const bool last = r + 1 == kRounds && v + 1 == kVariants && i + 1 == steps / kRounds;
+          if (profile && last) cudaProfilerStart();
+          const double t0 = now_s();
+          if (variants[v].logits == 0) {
+            engine.step(b);
+          } else if (variants[v].logits == 1) {
+            engine.step(b, buffer.data());
+          } else {
+            engine.step_view(b);
+          }
+          step_s[v].push_back(now_s() - t0);
+          if (profile && last) cudaProfilerStop();
+        }
       }
-      const bool last = i + 1 == steps;
-      if (profile && last) cudaProfilerStart();
-      const double t0 = now_s();
-      engine.step(b);
-      step_s.push_back(now_s() - t0);
-      if (profile && last) cudaProfilerStop();
     }
-    const double med = median(step_s), tps = B / med;
+    unsetenv("K3_STEP_PER_SEQUENCE");
+    unsetenv("K3_LOGIT_CHUNK_BYTES");
+    for (int v = 0; v < kVariants; ++v) {
+      const double m = median(step_s[v]);
+      std::printf("  batch %3lld, %s: step %.3f ms, %.1f tok/s\n", (long long)B, variants[v].name,
+                  m * 1e3, B / m);
+    }
+    const double med = median(step_s[kVariants - 1]), tps = B / med;
     // Batch 1 reads every weight the token uses; the floor counts the bytes given (per token).
     const double floor_tps = floor_gbs > 0 ? 1.0 / (8.88 / floor_gbs) : 0;
     std::printf("decode batch %3lld: step %.3f ms, %.1f tok/s aggregate, %.1f tok/s per sequence",

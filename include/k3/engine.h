@@ -74,6 +74,11 @@ class Engine {
   // invalid or the pool has no room for it.
   void step(const Batch& batch, float* logits);
   std::vector<float> step(const Batch& batch);
+  // The same, the logits left in a buffer the engine owns and reuses (pinned host memory on a
+  // device, so the device copies straight into it and nothing copies them again); valid until
+  // the next step or the engine goes. A 64-sequence step has 42 MB of logits: a fresh vector
+  // each step (step(batch)) cost more host time than the step's kernels.
+  std::span<const float> step_view(const Batch& batch);
 
   // Cancellation (e.g. Ctrl-C during a long prompt chunk): while *flag is true, step() throws
   // k3::Cancelled instead of finishing. The flag is polled before the step and between layers,
@@ -97,6 +102,7 @@ class Engine {
   int64_t free_blocks() const;
 
  private:
+  void run_step(const Batch& batch, float* logits);
   struct Impl;
   const Model& model_;
   std::unique_ptr<Impl> impl_;

@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "model/layers.h"
@@ -64,6 +65,35 @@ class Residual {
   bool p_empty_ = true;
 };
 
+// On a device, logits of at least this many bytes come back in kLogitChunks pieces, overlapping
+// the LM head (K3_LOGIT_CHUNK_BYTES overrides the bound: the GPU tests set 1 to run the chunked
+// path on the golden cases' small vocabularies).
+constexpr int64_t kLogitChunks = 8;
+int64_t chunked_logits_bytes() {
+  const char* v = std::getenv("K3_LOGIT_CHUNK_BYTES");
+  return v != nullptr && *v != 0 ? std::atoll(v) : int64_t{4} << 20;
+}
+
+// Rows [r0, r0 + n) of w: a view of the same storage.
+Mat mat_rows(const Mat& w, int64_t r0, int64_t n) {
+  Mat v = w;
+  v.rows = n;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  switch (w.format) {
+    case MatFormat::f32:
+      v.data = base + r0 * w.cols * 4;
+      break;
+    case MatFormat::bf16:
+      v.data = base + r0 * w.cols * 2;
+      break;
+    case MatFormat::mxfp4:
+      v.data = base + r0 * w.cols / 2;
+      v.scales = w.scales + r0 * (w.cols / 32);
+      break;
+  }
+  return v;
+}
+
 int64_t count_seals(const HParams& hp) {
   int64_t n = 0;
   for (int64_t l = 0; l < hp.n_layer; ++l) n += hp.seals_slot(l);
@@ -124,9 +154,26 @@ void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan
     op::linear(ctx, xr, w.lm_head, Tensor::of(io.logits, {R, hp.vocab}));
     return;
   }
-  Tensor logits = ctx.tensor({R, hp.vocab});
-  op::linear(ctx, xr, w.lm_head, logits);
-  ctx.backend.copy_to_host(io.logits, logits.data, static_cast<size_t>(R * hp.vocab) * 4);
+  const int64_t V = hp.vocab;
+  if (R * V * 4 < chunked_logits_bytes()) {
+    Tensor logits = ctx.tensor({R, V});
+    op::linear(ctx, xr, w.lm_head, logits);
+    ctx.backend.copy_to_host(io.logits, logits.data, static_cast<size_t>(R * V) * 4);
+    return;
+  }
+  // Many rows (42 MB of logits at 64 sequences): the LM head in vocabulary chunks, each chunk's
+  // logits on their way to the host while the next one is computed; the weights are still read
+  // once. The chunk buffers stay allocated (this scope) until the sync.
+  const int64_t vc = (V / kLogitChunks + 63) / 64 * 64;
+  for (int64_t v0 = 0; v0 < V; v0 += vc) {
+    const int64_t n = std::min(vc, V - v0);
+    Tensor chunk = ctx.tensor({R, n});
+    op::linear(ctx, xr, mat_rows(w.lm_head, v0, n), chunk);
+    ctx.backend.copy_rows_to_host_async(io.logits + v0, static_cast<size_t>(V) * 4, chunk.data,
+                                        static_cast<size_t>(n) * 4, static_cast<size_t>(n) * 4,
+                                        static_cast<size_t>(R));
+  }
+  ctx.backend.sync();
 }
 
 }  // namespace k3

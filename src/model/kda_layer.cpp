@@ -2,6 +2,7 @@
 // the delta-rule core (chunked for several new tokens, recurrent for one), gated RMSNorm,
 // o_proj. Each sequence's conv history and recurrent state live in its state-pool slot.
 #include <cmath>
+#include <cstdlib>
 
 #include "model/layers.h"
 #include "ops/ops.h"
@@ -19,15 +20,30 @@ void project_conv(const Tensor& x, const Mat& w, const Vec& taps, ConvOf which, 
   CtxScope scope(ctx);
   Tensor pre = ctx.tensor({x.dim(0), w.rows});  // [T, P]
   op::linear(ctx, x, w, pre);
-  for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
+  const int64_t B = lc.plan.n_seqs;
+  Conv1dSeq* seqs = ctx.host().alloc<Conv1dSeq>(B);
+  for (int64_t i = 0; i < B; ++i) {
     const SeqSpan& s = lc.plan.seqs[i];
     KdaSlotView st = lc.pool.kda(s.seq, kda_index);
     float* hist = which == ConvOf::q ? st.conv_q : which == ConvOf::k ? st.conv_k : st.conv_v;
-    op::conv1d_silu(ctx, pre.rows(s.t0, s.n), taps, W, hist, y.rows(s.t0, s.n));
+    seqs[i] = {s.t0, s.n, hist};
+  }
+  if (!step_per_sequence()) {  // all sequences in one call
+    op::conv1d_silu_batch(ctx, pre, taps, W, {seqs, static_cast<size_t>(B)}, y);
+    return;
+  }
+  for (int64_t i = 0; i < B; ++i) {
+    const Conv1dSeq& q = seqs[i];
+    op::conv1d_silu(ctx, pre.rows(q.t0, q.n), taps, W, q.state, y.rows(q.t0, q.n));
   }
 }
 
 }  // namespace
+
+bool step_per_sequence() {
+  const char* v = std::getenv("K3_STEP_PER_SEQUENCE");
+  return v != nullptr && v[0] == '1';
+}
 
 void kda_layer(const Tensor& x, const KdaWeights& w, const HParams& hp, int64_t kda_index,
                LayerCtx& lc, const Tensor& out) {

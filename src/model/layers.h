@@ -17,6 +17,10 @@ void kda_layer(const Tensor& x, const KdaWeights& w, const HParams& hp, int64_t 
                LayerCtx& lc, const Tensor& out);
 void mla_layer(const Tensor& x, const MlaWeights& w, const HParams& hp, int64_t mla_index,
                LayerCtx& lc, const Tensor& out);
+// K3_STEP_PER_SEQUENCE=1 (benchmarks only: an A/B of the batched calls in one process): the
+// short conv and the latent append run one call per sequence, as they did before their
+// varlen ops. Read at every call; the results are identical either way.
+bool step_per_sequence();
 void dense_ffn(const Tensor& x, const FfnWeights& w, const HParams& hp, Ctx& ctx,
                const Tensor& out);
 void moe_block(const Tensor& x, const MoeWeights& w, const HParams& hp, Ctx& ctx,

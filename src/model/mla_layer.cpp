@@ -3,6 +3,7 @@
 // otherwise), sigmoid output gate, o_proj.
 #include <algorithm>
 
+#include "core/error.h"
 #include "model/layers.h"
 #include "ops/ops.h"
 
@@ -27,10 +28,25 @@ void expand_kv(const Tensor& a, const MlaWeights& w, const MlaHParams& m, Ctx& c
            k.slice_last(Dn, Dr));
 }
 
-// Appends each sequence's new latent rows [n, Dc+Dr] to its cache: one copy per run of
-// positions that share a cache block (their rows are adjacent there).
+// Appends each sequence's new latent rows [n, Dc+Dr] to its cache: one scatter of the step's
+// rows to their cache rows (K3_STEP_PER_SEQUENCE=1: one copy per run of positions that share a
+// cache block, their rows adjacent there).
 void append_latents(const Tensor& a, int64_t mla_index, LayerCtx& lc) {
   const int64_t width = a.dim(-1), bt = lc.pool.block_tokens();
+  if (!step_per_sequence()) {
+    float** rows = lc.ctx.host().alloc<float*>(lc.plan.T);
+    int64_t filled = 0;
+    for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
+      const SeqSpan& s = lc.plan.seqs[i];
+      for (int64_t t = 0; t < s.n; ++t)
+        rows[s.t0 + t] = lc.pool.mla_row(s.seq, mla_index, s.n_past + t);
+      filled += s.n;
+    }
+    check(filled == lc.plan.T, "mla: the plan's sequences cover ", filled, " of ", lc.plan.T,
+          " rows");
+    op::scatter_rows(lc.ctx, a, {rows, static_cast<size_t>(lc.plan.T)});
+    return;
+  }
   for (int64_t i = 0; i < lc.plan.n_seqs; ++i) {
     const SeqSpan& s = lc.plan.seqs[i];
     for (int64_t t = 0; t < s.n;) {

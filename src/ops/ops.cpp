@@ -75,6 +75,16 @@ void copy(Ctx& ctx, const Tensor& src, const Tensor& dst) {
   kCopyOp.on(ctx)(src.f32(), s, dst.f32());
 }
 
+void scatter_rows(Ctx& ctx, const Tensor& src, std::span<float* const> dst_rows) {
+  contiguous_f32(src, "scatter_rows", "src");
+  const int64_t n = static_cast<int64_t>(dst_rows.size());
+  const int64_t width = src.ndim == 0 ? 1 : src.dim(-1);
+  check(src.numel() == n * width, "scatter_rows: src has ", src.numel(), " elements for ", n,
+        " rows of ", width);
+  for (float* p : dst_rows) check(p != nullptr, "scatter_rows: a destination row is null");
+  kScatterRowsOp.on(ctx)(src.f32(), n, width, dst_rows.data());
+}
+
 void gather_rows(Ctx& ctx, const Tensor& src, std::span<const int64_t> rows, const Tensor& dst) {
   contiguous_f32(src, "gather_rows", "src");
   contiguous_f32(dst, "gather_rows", "dst");
@@ -180,6 +190,23 @@ void conv1d_silu(Ctx& ctx, const Tensor& x, Weights taps, int64_t W, float* stat
   check(static_cast<int64_t>(taps.size()) == C * W, "conv1d_silu: ", taps.size(), " taps for ", C,
         " channels of width ", W);
   kConv1dSiluOp.on(ctx)(x.f32(), taps.data(), state, {x.numel() / C, C, W}, y.f32());
+}
+
+void conv1d_silu_batch(Ctx& ctx, const Tensor& x, Weights taps, int64_t W,
+                       std::span<const Conv1dSeq> seqs, const Tensor& y) {
+  contiguous_f32(x, "conv1d_silu_batch", "x");
+  contiguous_f32(y, "conv1d_silu_batch", "y");
+  same_shape(x, y, "conv1d_silu_batch");
+  const int64_t C = x.dim(-1), T = C == 0 ? 0 : x.numel() / C;
+  check(static_cast<int64_t>(taps.size()) == C * W, "conv1d_silu_batch: ", taps.size(),
+        " taps for ", C, " channels of width ", W);
+  for (const Conv1dSeq& q : seqs) {
+    check(q.t0 >= 0 && q.n >= 0 && q.t0 + q.n <= T, "conv1d_silu_batch: rows ", q.t0, " + ", q.n,
+          " outside the step's ", T);
+    check(q.state != nullptr || q.n == 0, "conv1d_silu_batch: a sequence has no state");
+  }
+  kConv1dSiluBatchOp.on(ctx)(x.f32(), taps.data(), seqs.data(), static_cast<int64_t>(seqs.size()),
+                             {T, C, W}, y.f32());
 }
 
 void kda_gate(Ctx& ctx, const Tensor& f, Weights A_log, Weights dt_bias, float lower_bound,

@@ -9,6 +9,7 @@
 
 #include "backend/ctx.h"
 #include "core/paged_rows.h"
+#include "ops/conv1d/conv1d.h"
 #include "ops/linear/linear.h"
 #include "ops/mla/mla.h"
 #include "ops/moe/moe_experts.h"
@@ -28,6 +29,8 @@ void fill(Ctx& ctx, const Tensor& y, float value);
 // dst = src, element by element over the same shape (up to 4-D); either side may be a strided
 // view, and a source stride of 0 broadcasts. Moves activations between layouts.
 void copy(Ctx& ctx, const Tensor& src, const Tensor& dst);
+// dst_rows[i][0 … width) = src row i; src [n, width] contiguous (rows to separate places).
+void scatter_rows(Ctx& ctx, const Tensor& src, std::span<float* const> dst_rows);
 // dst [n, width] = src[rows[i]]
 void gather_rows(Ctx& ctx, const Tensor& src, std::span<const int64_t> rows, const Tensor& dst);
 
@@ -49,6 +52,10 @@ void situ_glu(Ctx& ctx, const Tensor& gate, const Tensor& up, SituParams p, cons
 
 // y [T, C] = SiLU(causal conv of x [T, C] with taps [C, W]); state [C, W-1] in/out.
 void conv1d_silu(Ctx& ctx, const Tensor& x, Weights taps, int64_t W, float* state, const Tensor& y);
+// The same over a step's varlen batch: sequence i's rows t0 … t0+n-1 of x, y [T, C] with its own
+// history seqs[i].state [C, W-1] (in/out); one call (one launch) for all sequences.
+void conv1d_silu_batch(Ctx& ctx, const Tensor& x, Weights taps, int64_t W,
+                       std::span<const Conv1dSeq> seqs, const Tensor& y);
 // g [T, H, K] = L·σ(exp(A_log[h])·(f + dt_bias)); f [T, H, K].
 void kda_gate(Ctx& ctx, const Tensor& f, Weights A_log, Weights dt_bias, float lower_bound,
               const Tensor& g);

@@ -283,11 +283,10 @@ bool Scheduler::build_batch() {
 }
 
 void Scheduler::run_step() {
-  logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(engine_.model().vocab_size()));
   metrics_.gauges.last_batch_tokens = static_cast<int64_t>(batch_.tokens.size());
   const auto t0 = Clock::now();
   try {
-    engine_.step(batch_, logits_.data());
+    logits_ = engine_.step_view(batch_);
   } catch (const Error& e) {
     // Admission keeps every step within the pool; reaching this is a bug, not a client error.
     for (Active* a : batch_members_) end(*a, {.reason = "error", .error = e.what()});

@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -89,7 +90,9 @@ class Scheduler {
   std::vector<Active*> batch_members_;  // per batch sequence
   std::vector<int64_t> batch_new_;      // prompt tokens each member feeds this step (0: decode)
   std::vector<int64_t> chunk_;          // one prompt chunk as engine ids
-  std::vector<float> logits_;           // [logit rows, model vocab]
+  // [logit rows, model vocab]: the engine's own buffer (Engine::step_view, pinned host memory on
+  // a device: no copy), valid until the next step.
+  std::span<const float> logits_;
   std::unique_ptr<JsonTokens> json_tokens_;  // built for the first json_object request
   std::vector<float> masked_;                // [n_vocab] one row, json_object's mask applied
   std::thread thread_;

@@ -4,6 +4,7 @@
 // checks and strided-row rms_norm. (parallel_for: test_thread_pool.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -236,6 +238,39 @@ TEST(CpuBackend, CopiesRoundTrip) {
     b.free(d1);
     b.free(d2);
   }
+}
+
+// copy_rows_to_host_async (row r from src + r·spitch to dst + r·dpitch) into alloc_host memory,
+// waited for by sync(); the bytes between the destination rows are kept.
+void check_row_copies(Backend& b) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(1, 255);
+  for (auto [rows, width, spitch, dpitch] : {std::tuple<size_t, size_t, size_t, size_t>{1, 1, 1, 1},
+                                             {3, 40, 64, 100},
+                                             {64, 4096, 4096, 40000},
+                                             {0, 8, 8, 8}}) {
+    std::vector<unsigned char> src(std::max<size_t>(rows * spitch, 1));
+    for (auto& c : src) c = static_cast<unsigned char>(byte(rng));
+    void* d = b.alloc(src.size());
+    b.copy_to_device(d, src.data(), src.size());
+    const size_t n = std::max<size_t>(rows * dpitch, 1);
+    auto* host = static_cast<unsigned char*>(b.alloc_host(n));
+    std::memset(host, 0, n);
+    b.copy_rows_to_host_async(host, dpitch, d, spitch, width, rows);
+    b.sync();
+    std::vector<unsigned char> want(n, 0);
+    for (size_t r = 0; r < rows; ++r) std::memcpy(&want[r * dpitch], &src[r * spitch], width);
+    EXPECT_EQ(std::vector<unsigned char>(host, host + n), want) << b.name() << " rows " << rows;
+    b.free_host(host);
+    b.free(d);
+  }
+}
+
+TEST(CpuBackend, RowCopiesToHostMemory) { check_row_copies(cpu_backend()); }
+
+TEST(CudaBackend, RowCopiesToPinnedMemory) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  check_row_copies(cuda_backend());
 }
 
 TEST(CpuBackend, IdentityAndSupportsOps) {

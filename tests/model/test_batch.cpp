@@ -202,6 +202,36 @@ TEST_P(Batched, LogitsOnlyForTheRowsAskedFor) {
   EXPECT_EQ(r.argmax_mismatch, 0);
 }
 
+// step_view: the same logits as step(), left in the engine's buffer (reused by the next step,
+// grown when a step asks for more rows).
+TEST_P(Batched, StepViewGivesTheLogitsOfStep) {
+  Engine engine(*model_, {.state_budget_bytes = size_t{64} << 20, .max_sequences = 4});
+  Engine twin(*model_, {.state_budget_bytes = size_t{64} << 20, .max_sequences = 4});
+  const SeqId a = engine.create_sequence(), c = engine.create_sequence();
+  const SeqId ta = twin.create_sequence(), tc = twin.create_sequence();
+  const int64_t V = model_->vocab_size(), n = static_cast<int64_t>(ids_.size());
+  const std::vector<int64_t> head(ids_.begin(), ids_.begin() + (n + 1) / 2);
+  Batch b, tb;
+  b.add(a, head);
+  tb.add(ta, head);
+  const std::span<const float> first = engine.step_view(b);
+  EXPECT_EQ(std::vector<float>(first.begin(), first.end()), twin.step(tb));
+  // A second step with more logits rows (both sequences, all rows of one).
+  const std::vector<int64_t> rest(ids_.begin() + (n + 1) / 2, ids_.end());
+  const std::vector<int64_t> one{ids_[0]};
+  b.clear();
+  tb.clear();
+  if (!rest.empty()) {
+    b.add(a, rest, Batch::Logits::all);
+    tb.add(ta, rest, Batch::Logits::all);
+  }
+  b.add(c, one);
+  tb.add(tc, one);
+  const std::span<const float> second = engine.step_view(b);
+  ASSERT_EQ(static_cast<int64_t>(second.size()), static_cast<int64_t>(b.logit_rows.size()) * V);
+  EXPECT_EQ(std::vector<float>(second.begin(), second.end()), twin.step(tb));
+}
+
 std::string name_of(const ::testing::TestParamInfo<std::string>& info) {
   return fs::path(info.param).filename().string();
 }
@@ -224,6 +254,12 @@ TEST(BatchErrors, BadBatchesAreRefusedAndStateIsKept) {
   };
   Batch b;
   expect_error(b, "no sequences");
+  try {
+    engine.step_view(b);
+    ADD_FAILURE() << "step_view: no error for an empty batch";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no sequences"), std::string::npos) << e.what();
+  }
   b.add(a, std::vector<int64_t>{1, model->vocab_size()});
   expect_error(b, "outside the vocabulary");
   b.clear();

@@ -3,6 +3,7 @@
 // float expressions the model used inline.
 #include <gtest/gtest.h>
 
+#include "ops/copy/copy.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/harness.h"
 #include "ops/moe/moe_combine.h"
@@ -78,6 +79,28 @@ OpCase gather_rows_case(int64_t T, int64_t n, int64_t width) {
           }};
 }
 
+// Rows to separate destinations: src [n, width] into n rows of a larger buffer in a random order
+// (some destination rows untouched: kept), as latent rows go to their cache blocks.
+OpCase scatter_rows_case(int64_t n, int64_t width, int64_t spare) {
+  return {"scatter_rows", moe_shape(n + spare, 1, n, width), 0,
+          [=](std::mt19937_64& rng, Impl impl) {
+            const int64_t R = n + spare;
+            std::vector<float> src = randn(rng, n * width), got = randn(rng, R * width);
+            std::vector<float> want = got;
+            std::vector<int64_t> order(static_cast<size_t>(R));
+            for (int64_t i = 0; i < R; ++i) order[i] = i;
+            std::shuffle(order.begin(), order.end(), rng);
+            std::vector<float*> rows(n), rows_ref(n);
+            for (int64_t i = 0; i < n; ++i) {
+              rows[i] = got.data() + order[i] * width;
+              rows_ref[i] = want.data() + order[i] * width;
+            }
+            kScatterRowsOp.ref(src.data(), n, width, rows_ref.data());
+            kScatterRowsOp.get(impl)(src.data(), n, width, rows.data());
+            return Outputs{got, widen(want)};
+          }};
+}
+
 OpCase gather_choice_case(int64_t T, int64_t k, int64_t n, int64_t width) {
   return {"gather_choice_rows", moe_shape(T, k, n, width), 0, [=](std::mt19937_64& rng, Impl impl) {
             std::vector<float> src = randn(rng, T * width), got(n * width), want(n * width);
@@ -108,6 +131,9 @@ OpCase scatter_add_case(int64_t T, int64_t k, int64_t n, int64_t width) {
 }
 
 void add_moe_cases(std::vector<OpCase>& v) {
+  v.push_back(scatter_rows_case(0, 5, 2));      // nothing to move
+  v.push_back(scatter_rows_case(64, 576, 3));   // a decode step's latent rows
+  v.push_back(scatter_rows_case(300, 576, 0));  // a prompt chunk's (above the threading bound)
   for (auto [T, k, n, width] : {std::tuple{1, 1, 1, 1},
                                 {1, 4, 4, 7},
                                 {5, 2, 3, 16},
@@ -115,6 +141,7 @@ void add_moe_cases(std::vector<OpCase>& v) {
                                 {16, 8, 128, 256},
                                 {64, 8, 300, 520}}) {  // above the threading threshold
     v.push_back(gather_rows_case(T, n, width));
+    v.push_back(scatter_rows_case(n, width, T % 3));
     v.push_back(gather_choice_case(T, k, n, width));
     v.push_back(scatter_add_case(T, k, n, width));
   }

@@ -146,6 +146,41 @@ OpCase conv_case(int64_t T, int64_t C, int64_t W, int64_t split) {
       }};
 }
 
+// The varlen conv (one step's sequences): the given lengths with `gap` foreign rows before each
+// (their y rows must be kept), each sequence with its own random history; y and every final
+// history are compared with the one-sequence reference run on each sequence.
+OpCase conv_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t C, int64_t W,
+                       int64_t tail = 0) {
+  std::string shape = "lens=";
+  for (int64_t n : lens) shape += std::to_string(n) + ",";
+  shape += " gap=" + std::to_string(gap) + " C=" + std::to_string(C) + " W=" + std::to_string(W) +
+           " tail=" + std::to_string(tail);
+  return {"conv1d_silu_batch", shape, 1e-6, [=](std::mt19937_64& rng, Impl impl) {
+            int64_t T = 0;
+            std::vector<int64_t> t0;
+            for (int64_t n : lens) {
+              T += gap;
+              t0.push_back(T);
+              T += n;
+            }
+            T += tail;  // foreign rows after the last sequence
+            const int64_t m = static_cast<int64_t>(lens.size()), hist = C * (W - 1);
+            std::vector<float> x = randn(rng, T * C), w = randn(rng, C * W, 0.5);
+            std::vector<float> st = randn(rng, m * hist), st_ref = st;
+            std::vector<float> y = randn(rng, T * C), y_ref = y;
+            std::vector<Conv1dSeq> seqs(lens.size()), seqs_ref(lens.size());
+            for (int64_t i = 0; i < m; ++i) {
+              seqs[i] = {t0[i], lens[i], st.data() + i * hist};
+              seqs_ref[i] = {t0[i], lens[i], st_ref.data() + i * hist};
+            }
+            kConv1dSiluBatchOp.ref(x.data(), w.data(), seqs_ref.data(), m, {T, C, W}, y_ref.data());
+            kConv1dSiluBatchOp.get(impl)(x.data(), w.data(), seqs.data(), m, {T, C, W}, y.data());
+            y.insert(y.end(), st.begin(), st.end());
+            y_ref.insert(y_ref.end(), st_ref.begin(), st_ref.end());
+            return Outputs{y, widen(y_ref)};
+          }};
+}
+
 // The gate as the layer feeds it: f from a projection, A_log ~ log U(1, 16), the lower bound
 // −5. `in_place` writes g over f.
 OpCase kda_gate_case(KdaGateShape s, bool in_place) {
@@ -217,6 +252,18 @@ std::vector<OpCase> cases() {
                                 {5, 200, 3, 2}}) {
     v.push_back(conv_case(T, C, W, split));
   }
+  // Varlen conv: no sequences, one, empty ones, one-token (decode) rows, rows shorter than the
+  // history, foreign rows between; channel tails past 64 and 128; W = 1 (no history) to 8;
+  // 64 decode sequences at the release's width (12288 channels).
+  v.push_back(conv_batch_case({}, 0, 8, 4, 3));
+  v.push_back(conv_batch_case({1}, 0, 1, 4));
+  v.push_back(conv_batch_case({0}, 2, 5, 4, 1));
+  v.push_back(conv_batch_case({2, 0, 1}, 1, 130, 4));
+  v.push_back(conv_batch_case({7, 1, 33, 2}, 3, 70, 2));
+  v.push_back(conv_batch_case({5, 9}, 0, 200, 1));
+  v.push_back(conv_batch_case({40, 3, 1}, 2, 257, 8));
+  v.push_back(conv_batch_case(std::vector<int64_t>(64, 1), 0, 12288, 4));
+  v.push_back(conv_batch_case({300, 1, 1, 17}, 0, 96, 4));
   for (KdaGateShape s : {KdaGateShape{1, 1, 1, -5.0f},
                          {1, 3, 16, -5.0f},
                          {7, 2, 17, -5.0f},

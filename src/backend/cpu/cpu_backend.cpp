@@ -2,6 +2,7 @@
 // `cpu` slot, or its reference when no faster version exists).
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "backend/backend.h"
 #include "ops/registry.h"
@@ -9,6 +10,15 @@
 namespace k3 {
 
 void Backend::zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
+void Backend::copy_rows_to_host_async(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                      size_t width, size_t rows) {
+  for (size_t r = 0; r < rows; ++r) {
+    std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
+                width);
+  }
+}
+void* Backend::alloc_host(size_t bytes) { return ::operator new(bytes == 0 ? 1 : bytes); }
+void Backend::free_host(void* p) { ::operator delete(p); }
 
 namespace {
 

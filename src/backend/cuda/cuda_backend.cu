@@ -21,6 +21,8 @@ struct Resident {
 
 struct Runtime {
   cudaStream_t stream = nullptr;
+  cudaStream_t copy_stream = nullptr;  // device-to-host copies that overlap the main stream
+  cudaEvent_t queued = nullptr;        // marks the main stream's work before such a copy
   cublasHandle_t blas = nullptr;
   std::mutex mu;
   std::map<uintptr_t, Resident> resident;  // host start -> device copy
@@ -30,6 +32,8 @@ struct Runtime {
   Runtime() {
     check_cuda(cudaSetDevice(0), "cudaSetDevice");
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming), "cudaEventCreate");
     // Keep freed scratch in the stream-ordered pool instead of returning it at every sync.
     cudaMemPool_t pool = nullptr;
     check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "default mempool");
@@ -235,7 +239,35 @@ class CudaBackend final : public Backend {
   void zero(void* dst, size_t n) override {
     cuda::check_cuda(cudaMemsetAsync(dst, 0, n, cuda::stream()), "memset");
   }
-  void sync() override { cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "sync"); }
+  void sync() override {
+    cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "sync");
+    cuda::check_cuda(cudaStreamSynchronize(cuda::runtime().copy_stream), "sync (copies)");
+  }
+  void copy_rows_to_host_async(void* dst, size_t dpitch, const void* src, size_t spitch,
+                               size_t width, size_t rows) override {
+    if (width == 0 || rows == 0) return;
+    cuda::Runtime& rt = cuda::runtime();
+    // The copy stream waits for what is queued now (a wait takes the event's latest record at
+    // the time of the call, so one event serves every copy).
+    cuda::check_cuda(cudaEventRecord(rt.queued, rt.stream), "copy rows to host (record)");
+    cuda::check_cuda(cudaStreamWaitEvent(rt.copy_stream, rt.queued, 0), "copy rows to host (wait)");
+    cuda::check_cuda(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows,
+                                       cudaMemcpyDeviceToHost, rt.copy_stream),
+                     "copy rows to host");
+  }
+  void* alloc_host(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault);
+    if (e != cudaSuccess) cudaGetLastError();
+    check(e == cudaSuccess, "cuda backend: cannot pin ", bytes, " bytes of host memory (",
+          cudaGetErrorString(e), ")");
+    return p;
+  }
+  void free_host(void* p) override {
+    if (p == nullptr) return;
+    cudaStreamSynchronize(cuda::stream());  // no copy into it may still be queued
+    cudaFreeHost(p);
+  }
   bool supports_op(std::string_view op) const override {
     const OpInfo* info = find_op(op);
     return info != nullptr && info->has_cuda;

@@ -122,6 +122,17 @@ void copy_cuda(const float* src, CopyShape s, float* dst) {
   });
 }
 
+void scatter_rows_cuda(const float* src, int64_t n, int64_t width, float* const* dst_rows) {
+  if (n == 0 || width == 0) return;
+  Args a;
+  const float* ds = a.in(src, n * width);
+  std::vector<float*> dev(dst_rows, dst_rows + n);
+  for (float*& p : dev) p = a.out(p, width);
+  float* const* drows = a.host_array(dev.data(), dev.size());
+  launch_map(n * width, "scatter_rows",
+             [=] __device__(int64_t i) { drows[i / width][i % width] = ds[i]; });
+}
+
 namespace {
 int64_t max_index_plus_one(const int64_t* v, int64_t n, int64_t div) {
   int64_t m = 0;
@@ -287,10 +298,8 @@ void l2_norm_cuda(const float* x, int64_t rows, int64_t n, float eps, float* y) 
 
 namespace {
 
-__global__ void conv_kernel(const float* x, const float* w, float* state, int64_t T, int64_t C,
-                            int W, float* y) {
-  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (c >= C) return;
+__device__ void conv_channel(const float* x, const float* w, float* state, int64_t T, int64_t C,
+                             int W, int64_t c, float* y) {
   constexpr int kMaxW = 8;
   const int H = W - 1;
   float hist[kMaxW];
@@ -307,6 +316,20 @@ __global__ void conv_kernel(const float* x, const float* w, float* state, int64_
   for (int j = 0; j < H; ++j) state[c * H + j] = hist[j];
 }
 
+__global__ void conv_kernel(const float* x, const float* w, float* state, int64_t T, int64_t C,
+                            int W, float* y) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c < C) conv_channel(x, w, state, T, C, W, c, y);
+}
+
+// The varlen batch: blockIdx.y is the sequence (its rows and its own history).
+__global__ void conv_batch_kernel(const float* x, const float* w, const Conv1dSeq* seqs, int64_t C,
+                                  int W, float* y) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const Conv1dSeq q = seqs[blockIdx.y];
+  if (c < C && q.n > 0) conv_channel(x + q.t0 * C, w, q.state, q.n, C, W, c, y + q.t0 * C);
+}
+
 }  // namespace
 
 void conv1d_silu_cuda(const float* x, const float* w, float* state, Conv1dShape s, float* y) {
@@ -320,6 +343,29 @@ void conv1d_silu_cuda(const float* x, const float* w, float* state, Conv1dShape 
   conv_kernel<<<blocks_for(s.C, 128), 128, 0, stream()>>>(dx, dw, ds, s.T, s.C,
                                                           static_cast<int>(s.W), dy);
   check_launch("conv1d_silu");
+}
+
+void conv1d_silu_batch_cuda(const float* x, const float* w, const Conv1dSeq* seqs, int64_t n_seqs,
+                            Conv1dShape s, float* y) {
+  check(s.W >= 1 && s.W <= 8, "conv1d_silu_batch (cuda): kernel width ", s.W,
+        " (1 to 8 supported)");
+  check(n_seqs <= 65535, "conv1d_silu_batch (cuda): ", n_seqs, " sequences (65535 at most)");
+  if (s.C == 0 || n_seqs == 0) return;
+  Args a;
+  int64_t T = 0;
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    check(seqs[i].t0 >= 0 && seqs[i].n >= 0, "conv1d_silu_batch (cuda): sequence ", i, " rows");
+    T = std::max(T, seqs[i].t0 + seqs[i].n);
+  }
+  const float* dx = a.in(x, T * s.C);
+  const float* dw = a.in(w, s.C * s.W);
+  float* dy = a.inout(y, T * s.C);  // rows of no sequence are kept
+  std::vector<Conv1dSeq> dev(seqs, seqs + n_seqs);
+  for (Conv1dSeq& q : dev) q.state = a.inout(q.state, s.C * (s.W - 1));
+  const Conv1dSeq* dseqs = a.host_array(dev.data(), dev.size());
+  const dim3 grid(static_cast<unsigned>(blocks_for(s.C, 128)), static_cast<unsigned>(n_seqs));
+  conv_batch_kernel<<<grid, 128, 0, stream()>>>(dx, dw, dseqs, s.C, static_cast<int>(s.W), dy);
+  check_launch("conv1d_silu_batch");
 }
 
 // ---- AttnRes mix: a block per (token, candidate) for the scores, then one thread per output

@@ -29,6 +29,7 @@ namespace k3 {
 
 void linear_cuda(const float* x, int64_t T, const Mat& w, float* y);
 void copy_cuda(const float* src, CopyShape s, float* dst);
+void scatter_rows_cuda(const float* src, int64_t n, int64_t width, float* const* dst_rows);
 void fill_cuda(float* y, int64_t n, float value);
 void embed_cuda(const Mat& table, const int64_t* ids, int64_t T, float* out);
 void gather_rows_cuda(const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst);
@@ -46,6 +47,8 @@ void add_cuda(const float* a, const float* b, int64_t n, float* y);
 void mul_sigmoid_cuda(const float* x, const float* gate, int64_t n, float* y);
 void situ_glu_cuda(const float* gate, const float* up, int64_t n, SituParams p, float* out);
 void conv1d_silu_cuda(const float* x, const float* w, float* state, Conv1dShape s, float* y);
+void conv1d_silu_batch_cuda(const float* x, const float* w, const Conv1dSeq* seqs, int64_t n_seqs,
+                            Conv1dShape s, float* y);
 void kda_gate_cuda(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,
                    float* g);
 void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w, float eps,

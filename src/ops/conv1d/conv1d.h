@@ -29,6 +29,23 @@ void causal_conv1d_silu_bwd(const float* x, const float* w, const float* state, 
 
 void causal_conv1d_silu(const float* x, const float* w, float* state, Conv1dShape s, float* y);
 
+// The same over a step's varlen batch: sequence i owns rows t0 … t0+n-1 of x [T, C] and y
+// [T, C] and its history state [C, W-1] (in/out); n = 0 leaves its state alone, and rows of y
+// outside every sequence are kept. s.T is the step's row count. One parallel loop (one launch
+// on the device) for all sequences: a decode step of 64 sequences made 64 calls per projection.
+struct Conv1dSeq {
+  int64_t t0 = 0, n = 0;
+  float* state = nullptr;  // [C, W-1]
+};
+using Conv1dSiluBatchFn = void(const float* x, const float* w, const Conv1dSeq* seqs,
+                               int64_t n_seqs, Conv1dShape s, float* y);
+extern const OpTable<Conv1dSiluBatchFn> kConv1dSiluBatchOp;  // "conv1d_silu_batch"
+void causal_conv1d_silu_batch(const float* x, const float* w, const Conv1dSeq* seqs, int64_t n_seqs,
+                              Conv1dShape s, float* y);
+// Reference: the one-sequence reference on each sequence's rows.
+void causal_conv1d_silu_batch_ref(const float* x, const float* w, const Conv1dSeq* seqs,
+                                  int64_t n_seqs, Conv1dShape s, float* y);
+
 // Reference: the same sum written over an explicit zero-padded history, in double.
 void causal_conv1d_silu_ref(const float* x, const float* w, float* state, Conv1dShape s, float* y);
 

@@ -42,6 +42,22 @@ void copy_strided_ref(const float* src, CopyShape s, float* dst) {
         }
 }
 
+void scatter_rows(const float* src, int64_t n, int64_t width, float* const* dst_rows) {
+  parallel_for(n, n * width > (int64_t{1} << 16),
+               [&](int64_t i) { std::copy_n(src + i * width, width, dst_rows[i]); });
+}
+
+void scatter_rows_ref(const float* src, int64_t n, int64_t width, float* const* dst_rows) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < width; ++j) dst_rows[i][j] = src[i * width + j];
+}
+
+const OpTable<ScatterRowsFn> kScatterRowsOp =
+    register_op<ScatterRowsFn>({.name = "scatter_rows",
+                                .ref = scatter_rows_ref,
+                                .cpu = scatter_rows,
+                                .cuda = K3_CUDA_IMPL(scatter_rows_cuda)});
+
 const OpTable<CopyFn, CopyBwdFn> kCopyOp =
     register_op<CopyFn, CopyBwdFn>({.name = "copy",
                                     .ref = copy_strided_ref,

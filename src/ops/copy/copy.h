@@ -26,4 +26,13 @@ using CopyBwdFn = void(const float* ddst, CopyShape s, float* dsrc);
 extern const OpTable<CopyFn, CopyBwdFn> kCopyOp;
 void copy_strided_bwd(const float* ddst, CopyShape s, float* dsrc);
 
+// dst_rows[i][0 … width) = src[i, :] for i < n: the rows of src [n, width] to n separate places
+// (a step's new latent rows into their sequences' cache blocks: one call, one launch on the
+// device, where a copy per sequence made 64 launches a decode step). Destinations must not
+// overlap each other or src. Exact, so the reference is the plain loop.
+using ScatterRowsFn = void(const float* src, int64_t n, int64_t width, float* const* dst_rows);
+extern const OpTable<ScatterRowsFn> kScatterRowsOp;  // "scatter_rows"
+void scatter_rows(const float* src, int64_t n, int64_t width, float* const* dst_rows);
+void scatter_rows_ref(const float* src, int64_t n, int64_t width, float* const* dst_rows);
+
 }  // namespace k3
