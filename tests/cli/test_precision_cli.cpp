@@ -1,5 +1,6 @@
 // --precision on every command that runs the model: fp32, bf16 and q8 run (bf16 / q8 show in
-// k3 bench's backend), an unknown name is a one-line error, and a bad K3_PRECISION stops at start-up.
+// k3 bench's backend), an unknown name is a one-line error, and a bad K3_PRECISION stops at
+// start-up.
 #include <gtest/gtest.h>
 
 #include "common/cli_harness.h"
