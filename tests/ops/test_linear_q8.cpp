@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -108,6 +109,29 @@ Ref reference_q8(const std::vector<float>& x, int64_t T, const Mat& w) {
   }
   return ref;
 }
+
+// Perf cases (bench/ops_perf.sh) at the slice's expert shapes: gate / up 3072 x 3584, down
+// 3584 x 3072; one decode token, a 4-token step, a prefill chunk. Each run switches the process
+// to q8 precision and back (two relaxed atomic stores).
+PerfCase q8_perf(int64_t T, int64_t rows, int64_t cols, const char* name) {
+  return {"linear", cat_shape(T, rows, cols) + " q8 " + name, 2.0 * T * rows * cols,
+          rows * cols * (0.5 + 1.0 / 32), [=](std::mt19937_64& rng) -> std::function<void()> {
+            auto w = std::make_shared<Weight>(random_weight(rng, rows, cols, MatFormat::mxfp4));
+            auto x = std::make_shared<std::vector<float>>(randn(rng, T * cols));
+            auto y = std::make_shared<std::vector<float>>(T * rows);
+            return [=] {
+              const Precision saved = active_precision();
+              set_precision(Precision::q8);
+              linear(x->data(), T, w->mat, y->data());
+              set_precision(saved);
+            };
+          }};
+}
+
+static RegisterPerf perf({q8_perf(1, 3072, 3584, "mxfp4 expert_w1"),
+                          q8_perf(1, 3584, 3072, "mxfp4 expert_w2"),
+                          q8_perf(4, 3072, 3584, "mxfp4 expert_w1"),
+                          q8_perf(32, 3072, 3584, "mxfp4 expert_w1")});
 
 TEST(LinearQ8, QuantiserFollowsItsDefinition) {
   std::mt19937_64 rng(1);
