@@ -210,7 +210,9 @@ TEST(LinearQ8, MatchesDoubleReferenceOnQuantisedActivationsOnEveryPath) {
 
 // The paths keep one summation order (linear_kernels.h), so they agree bit for bit.
 TEST(LinearQ8, PathsAgreeBitForBit) {
-  for (auto [T, rows, cols] : shapes()) {
+  for (const auto& s : shapes()) {
+    // plain copies: clang 14 cannot capture structured bindings in the lambda below
+    const int64_t T = std::get<0>(s), rows = std::get<1>(s), cols = std::get<2>(s);
     std::mt19937_64 rng(7 + T * 31 + rows * 7 + cols);
     Weight w = random_weight(rng, rows, cols, MatFormat::mxfp4);
     const std::vector<float> x = randn(rng, T * cols);

@@ -115,7 +115,7 @@ Q8GemvFn* q8_gemv() {
 }  // namespace
 
 const char* q8_kernel_name() {
-  const Q8GemvFn* f = q8_gemv();
+  Q8GemvFn* f = q8_gemv();
   if (f == avx512vnni::kLinearQ8Kernels.gemv) return "avx512vnni";
   return f == avx2::kLinearQ8Kernels.gemv ? "avx2" : "scalar";
 }
