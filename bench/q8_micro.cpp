@@ -4,7 +4,8 @@
 // E8M0 scales), median of the passes. Also one matrix over and over ("cache": 5.5 MB, in L3).
 // Not built by CMake; after a Release build:
 //   g++ -O2 -std=c++20 -Isrc -Iinclude bench/q8_micro.cpp build/libk3.a -lpthread -o /tmp/q8_micro
-//   K3_THREADS=1 /tmp/q8_micro [T]
+//   K3_THREADS=1 /tmp/q8_micro [T] [bf16]
+// With "bf16" the same shapes are BF16 matrices (the trunk's GEMV, for comparison).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_isa.h"
@@ -42,21 +44,26 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const int64_t T = argc > 1 ? std::atoll(argv[1]) : 1;
+  const bool bf16 = argc > 2 && std::string(argv[2]) == "bf16";
+  const double per_weight = bf16 ? 2.0 : 0.5 + 1.0 / 32;  // bytes
   std::mt19937_64 rng(1);
   std::vector<Matrix> ms;
   for (int i = 0; i < 24; ++i) {
     const int64_t rows = i % 3 == 2 ? 3584 : 3072, cols = i % 3 == 2 ? 3072 : 3584;
-    Matrix m{huge_alloc(rows * cols / 2), huge_alloc(rows * cols / 32), {}};
-    for (int64_t j = 0; j < rows * cols / 2; ++j) m.packed[j] = static_cast<uint8_t>(rng());
+    const int64_t nbytes = bf16 ? rows * cols * 2 : rows * cols / 2;
+    Matrix m{huge_alloc(nbytes), huge_alloc(rows * cols / 32), {}};
+    for (int64_t j = 0; j < nbytes; ++j)  // bf16: small values (high byte 0x3c or below)
+      m.packed[j] = static_cast<uint8_t>(bf16 && j % 2 == 1 ? 0x3c : rng());
     for (int64_t j = 0; j < rows * cols / 32; ++j) m.scales[j] = 118 + rng() % 9;
-    m.mat = k3::Mat{rows, cols, k3::MatFormat::mxfp4, m.packed, m.scales};
+    m.mat =
+        k3::Mat{rows, cols, bf16 ? k3::MatFormat::bf16 : k3::MatFormat::mxfp4, m.packed, m.scales};
     ms.push_back(m);
   }
   std::normal_distribution<float> normal(0, 1);
   std::vector<float> x(T * 3584), y(T * 3584);
   for (auto& v : x) v = normal(rng);
   double bytes = 0;
-  for (const Matrix& m : ms) bytes += m.mat.rows * m.mat.cols * (0.5 + 1.0 / 32);
+  for (const Matrix& m : ms) bytes += m.mat.rows * m.mat.cols * per_weight;
   std::printf("cpu path %s, T=%lld, %zu matrices, %.0f MB\n", k3::isa_name(k3::active_isa()),
               static_cast<long long>(T), ms.size(), bytes / 1e6);
   for (const char* p : {"fp32", "bf16", "q8"}) {
@@ -70,8 +77,7 @@ int main(int argc, char** argv) {
       t0 = std::chrono::steady_clock::now();
       for (size_t i = 0; i < ms.size(); ++i) k3::linear(x.data(), T, ms[0].mat, y.data());
       dt = std::chrono::steady_clock::now() - t0;
-      cache.push_back(ms[0].mat.rows * ms[0].mat.cols * (0.5 + 1.0 / 32) * ms.size() / dt.count() /
-                      1e9);
+      cache.push_back(ms[0].mat.rows * ms[0].mat.cols * per_weight * ms.size() / dt.count() / 1e9);
     }
     std::printf("%-5s stream %6.2f GB/s (min %6.2f, max %6.2f)   cache %6.2f GB/s\n", p,
                 median(stream), *std::min_element(stream.begin(), stream.end()),
