@@ -74,10 +74,12 @@ std::string cpu_isa_name();
 
 // The CPU matmuls' arithmetic (linear with BF16 / MXFP4 weights): "fp32" (the default, held
 // to the golden references) or "bf16" (activations rounded to bf16 once per row, fp32
-// accumulation; vdpbf16ps where the CPU has AVX512_BF16). Default: K3_PRECISION, else fp32.
-// Throws k3::Error for another name. docs/CPU.md gives the bf16 mode's tolerance.
+// accumulation; vdpbf16ps where the CPU has AVX512_BF16) or "q8" (as bf16, and the MXFP4
+// matmuls with int8 activations, integer dots). Default: K3_PRECISION, else fp32.
+// Throws k3::Error for another name. docs/CPU.md gives the bf16 and q8 modes' tolerances.
 void set_cpu_precision(const std::string& name);
-// "fp32", "bf16 (vdpbf16ps)" or "bf16 (fp32 FMA of bf16 products)".
+// "fp32", "bf16 (vdpbf16ps)", "bf16 (fp32 FMA of bf16 products)" or "q8 (MXFP4 x int8: KERNEL;
+// else BF16-NAME)".
 std::string cpu_precision_name();
 
 }  // namespace k3

@@ -7,6 +7,7 @@
 #include "core/cpu_isa.h"
 #include "core/error.h"
 #include "k3/k3.h"
+#include "ops/linear/linear.h"
 
 namespace k3 {
 namespace {
@@ -28,12 +29,15 @@ std::atomic<bool> g_bf16_dot_allowed{true};
 
 }  // namespace
 
-const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision p) {
+  return p == Precision::q8 ? "q8" : p == Precision::bf16 ? "bf16" : "fp32";
+}
 
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::fp32;
   if (name == "bf16") return Precision::bf16;
-  fail("unknown precision '", name, "' (expected fp32 or bf16)");
+  if (name == "q8") return Precision::q8;
+  fail("unknown precision '", name, "' (expected fp32, bf16 or q8)");
 }
 
 Precision active_precision() {
@@ -56,7 +60,10 @@ void set_cpu_precision(const std::string& name) { set_precision(parse_precision(
 
 std::string cpu_precision_name() {
   if (active_precision() == Precision::fp32) return "fp32";
-  return bf16_dot_native() ? "bf16 (vdpbf16ps)" : "bf16 (fp32 FMA of bf16 products)";
+  const std::string bf16 =
+      bf16_dot_native() ? "bf16 (vdpbf16ps)" : "bf16 (fp32 FMA of bf16 products)";
+  if (active_precision() == Precision::bf16) return bf16;
+  return std::string("q8 (MXFP4 x int8: ") + q8_kernel_name() + "; else " + bf16 + ")";
 }
 
 }  // namespace k3

@@ -7,8 +7,13 @@
 //        AVX512_BF16 the products run as vdpbf16ps (two bf16 products per fp32 lane); elsewhere
 //        (avx2, scalar, AVX-512 without BF16) the bf16-rounded activations go through the fp32
 //        kernels, whose products are then exact too. Its own tolerance: docs/CPU.md.
+//   q8:  MXFP4 matmuls (the routed experts) take int8 activations: each row quantised once to
+//        blocks of 32 with one fp32 scale (d = max|x| / 127), integer dots with the doubled
+//        E2M1 values (vpdpbusd on AVX512_VNNI, vpmaddubsw on AVX2), scaled by E8M0 * d / 2 in
+//        fp32 (ops/linear/linear_q8.cpp); every other BF16 / MXFP4-free matmul as bf16. Its own
+//        tolerance: docs/CPU.md.
 //
-// K3_PRECISION=fp32|bf16 sets it at start-up (a bad value stops the process with a message,
+// K3_PRECISION=fp32|bf16|q8 sets it at start-up (a bad value stops the process with a message,
 // exit code 2, like K3_ISA); the CLI's --precision and set_precision() change it later.
 #pragma once
 
@@ -16,10 +21,10 @@
 
 namespace k3 {
 
-enum class Precision : int { fp32 = 0, bf16 = 1 };
+enum class Precision : int { fp32 = 0, bf16 = 1, q8 = 2 };
 
 const char* precision_name(Precision p);
-// Parses "fp32" / "bf16"; throws k3::Error naming the bad value.
+// Parses "fp32" / "bf16" / "q8"; throws k3::Error naming the bad value.
 Precision parse_precision(const std::string& name);
 
 Precision active_precision();

@@ -1,5 +1,6 @@
-// --precision on every command that runs the model: fp32 and bf16 run (bf16 shows in k3 bench's
-// backend), an unknown name is a one-line error, and a bad K3_PRECISION stops at start-up.
+// --precision on every command that runs the model: fp32, bf16 and q8 run (bf16 / q8 show in
+// k3 bench's backend), an unknown name is a one-line error, and a bad K3_PRECISION stops at
+// start-up.
 #include <gtest/gtest.h>
 
 #include "common/cli_harness.h"
@@ -23,20 +24,21 @@ TEST(PrecisionFlag, EveryCommandThatRunsTheModelTakesIt) {
   }
 }
 
-TEST(PrecisionFlag, Fp32AndBf16RunAndUnknownNamesAreErrors) {
-  for (const char* p : {"fp32", "bf16"}) {
+TEST(PrecisionFlag, Fp32Bf16AndQ8RunAndUnknownNamesAreErrors) {
+  for (const char* p : {"fp32", "bf16", "q8"}) {
     for (const auto& args : commands(p)) {
       const test::CliResult r = test::run_k3(args);
       EXPECT_EQ(r.exit_code, 0) << args[0] << " " << p << ": " << r.err;
       if (args[0] == "bench") {
         EXPECT_EQ(r.out.find("+bf16") != std::string::npos, std::string(p) == "bf16") << r.out;
+        EXPECT_EQ(r.out.find("+q8") != std::string::npos, std::string(p) == "q8") << r.out;
       }
     }
   }
   for (const auto& args : commands("fp16")) {
     const test::CliResult r = test::run_k3(args);
     EXPECT_EQ(r.exit_code, 1) << args[0];
-    EXPECT_NE(r.err.find("unknown precision 'fp16' (expected fp32 or bf16)"), std::string::npos)
+    EXPECT_NE(r.err.find("unknown precision 'fp16' (expected fp32, bf16 or q8)"), std::string::npos)
         << args[0] << ": " << r.err;
   }
 }

@@ -65,5 +65,16 @@ TEST(StepAllocations, ZeroPerSteadyStateDecodeStep) {
   }
 }
 
+// The same in q8 precision (int8 activations for the MXFP4 experts: their quantised rows live in
+// per-thread scratch too).
+TEST(StepAllocations, ZeroPerSteadyStateDecodeStepInQ8Precision) {
+  set_cpu_precision("q8");
+  for (int64_t B : {1, 4}) {
+    EXPECT_EQ(allocations_in_decode_steps(K3_PUBLIC_GOLDEN_DIR "/p1_mxfp4_7layer", B), 0)
+        << "batch " << B;
+  }
+  set_cpu_precision("fp32");
+}
+
 }  // namespace
 }  // namespace k3

@@ -16,6 +16,7 @@
 #include "k3/k3.h"
 #include "k3/npy.h"
 #include "model/golden_cases.h"
+#include "ops/linear/linear.h"
 
 namespace k3 {
 namespace {
@@ -205,6 +206,24 @@ TEST_P(TrainedDefault, Bf16MatchesReferenceOnEveryPath) {
       expect_close(decode_all(b, 0), reference("logits_decode.npy"), "bf16 decode " + path,
                    kBf16Tol);
     }
+  }
+}
+
+// q8 precision (core/precision.h; docs/CPU.md): bf16 for the BF16 matmuls, and int8
+// activations (blocks of 32, one fp32 scale each) for the MXFP4 ones (the routed experts of
+// models/default). Its own stated tolerance on the trained model against the same float64
+// reference, on every path (scalar, AVX2, AVX-512 VNNI: bit-identical to each other for the
+// int8 matmuls), prefill and decode, with the same argmax at every position.
+constexpr double kQ8Tol = 1.5e-2;  // measured 4.6e-3 to 6.5e-3 across the paths (2026-12-02)
+
+TEST_P(TrainedDefault, Q8MatchesReferenceOnEveryPath) {
+  set_precision(Precision::q8);
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    const std::string path = std::string(isa_name(isa)) + "+" + q8_kernel_name();
+    Sequence a(*model_), b(*model_);
+    expect_close(a.prefill(ids_), reference("logits_prefill.npy"), "q8 prefill " + path, kQ8Tol);
+    expect_close(decode_all(b, 0), reference("logits_decode.npy"), "q8 decode " + path, kQ8Tol);
   }
 }
 

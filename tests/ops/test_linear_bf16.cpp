@@ -292,6 +292,7 @@ TEST_F(Bf16Kernels, TilesAtRowOffsetsWriteOnlyTheirRows) {
 TEST(Precision, ParsesNamesAndDefaultsToFp32) {
   EXPECT_EQ(parse_precision("fp32"), Precision::fp32);
   EXPECT_EQ(parse_precision("bf16"), Precision::bf16);
+  EXPECT_EQ(parse_precision("q8"), Precision::q8);
   EXPECT_THROW(parse_precision("fp16"), Error);
   EXPECT_THROW(parse_precision(""), Error);
   if (std::getenv("K3_PRECISION") == nullptr) {

@@ -11,6 +11,7 @@
 
 #include "core/bf16.h"
 #include "core/cpu_isa.h"
+#include "core/precision.h"
 #include "ops/moe/moe_experts.h"
 #include "ops/moe/moe_experts_decode.h"
 
@@ -94,6 +95,24 @@ TEST(MoeExpertsDecode, SameBitsAsInALargerStep) {
       }
     }
   }
+  set_isa(saved);
+}
+
+// In q8 precision (core/precision.h) the decode path quantises each choice's rows once and runs
+// the int8 kernel on them; the general path quantises inside each linear: the same bits.
+TEST(MoeExpertsDecode, SameBitsAsInALargerStepInQ8Precision) {
+  uint64_t seed = 100;
+  const Isa saved = active_isa();
+  set_precision(Precision::q8);
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    for (int64_t T : {1, 2}) {
+      SCOPED_TRACE(isa_name(isa));
+      check_same_bits(T, 2, 5, 64, 32, MatFormat::mxfp4, seed++);
+      check_same_bits(T, 4, 6, 544, 96, MatFormat::mxfp4, seed++);  // a partial window
+    }
+  }
+  set_precision(Precision::fp32);
   set_isa(saved);
 }
 

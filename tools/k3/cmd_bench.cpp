@@ -140,10 +140,11 @@ std::vector<Test> plan_tests(const Args& args) {
 }
 
 // Where the step runs: "cuda", or the CPU's instruction-set path ("avx512", and "avx512+bf16"
-// in bf16 precision).
+// in bf16 precision, "avx512+q8" in q8).
 std::string backend_name() {
   if (default_device() == "cuda") return "cuda";
-  return cpu_isa_name() + (cpu_precision_name() == "fp32" ? "" : "+bf16");
+  const std::string p = cpu_precision_name();
+  return cpu_isa_name() + (p == "fp32" ? "" : p.rfind("q8", 0) == 0 ? "+q8" : "+bf16");
 }
 
 std::string human_bytes(double b) {

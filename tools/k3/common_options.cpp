@@ -23,8 +23,9 @@ void apply_device(const Args& args) {
 
 Option precision_option() {
   return Option("precision", "", "NAME",
-                "CPU matmul arithmetic: fp32, or bf16 (activations rounded to bf16; faster, "
-                "looser: docs/CPU.md) (default: $K3_PRECISION, else fp32)",
+                "CPU matmul arithmetic: fp32, bf16 (activations rounded to bf16; faster, "
+                "looser: docs/CPU.md) or q8 (bf16, and int8 activations for the MXFP4 "
+                "matmuls: faster decode, looser still) (default: $K3_PRECISION, else fp32)",
                 "");
 }
 

@@ -129,11 +129,17 @@ void linear_fp32(const float* x, int64_t T, const Mat& w, float* y) {
   });
 }
 
-// bf16 precision (core/precision.h) applies to the stored low-precision weights; F32 weights
-// (training's master weights, tests) and the MoE router (Mat::keep_fp32) keep fp32.
+// bf16 and q8 precision (core/precision.h) apply to the stored low-precision weights; F32
+// weights (training's master weights, tests) and the MoE router (Mat::keep_fp32) keep fp32.
+// q8 takes the MXFP4 weights and treats BF16 ones as bf16 does.
 void linear(const float* x, int64_t T, const Mat& w, float* y) {
-  if (active_precision() == Precision::bf16 && w.format != MatFormat::f32 && !w.keep_fp32) {
-    linear_bf16(x, T, w, y);
+  const Precision p = active_precision();
+  if (p != Precision::fp32 && w.format != MatFormat::f32 && !w.keep_fp32) {
+    if (p == Precision::q8 && w.format == MatFormat::mxfp4) {
+      linear_q8(x, T, w, y);
+    } else {
+      linear_bf16(x, T, w, y);
+    }
     return;
   }
   linear_fp32(x, T, w, y);

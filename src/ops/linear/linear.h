@@ -36,6 +36,20 @@ void linear_bwd(const float* x, int64_t T, const Mat& w, const float* dy, float*
 // Plain reference, one dot product at a time in double; never optimised.
 void linear_ref(const float* x, int64_t T, const Mat& w, float* y);
 
+// q8 precision (core/precision.h): whether linear(x, T, w, y) runs w as MXFP4 x int8 now.
+bool linear_takes_q8(const Mat& w);
+// Bytes of one quantised activation row of `cols` columns (layout: linear_kernels.h).
+int64_t q8_row_bytes(int64_t cols);
+// xq [T, q8_row_bytes(cols)] from x [T, cols] (cols % 32 == 0; threaded for large T), for
+// callers that multiply the same rows by several matrices (the decode step's experts).
+void q8_quantize(const float* x, int64_t T, int64_t cols, uint8_t* xq);
+// y[t * ldy + r] for t < T, r in [r0, r0 + nr) of MXFP4 w from rows quantised by q8_quantize,
+// on the calling thread.
+void linear_q8_rows(const uint8_t* xq, int64_t T, const Mat& w, int64_t r0, int64_t nr, float* y,
+                    int64_t ldy);
+// The q8 GEMV the active path takes: "avx512vnni", "avx2" or "scalar".
+const char* q8_kernel_name();
+
 // Threaded, row-blocked version (each decoded weight row is reused across all T inputs).
 void linear(const float* x, int64_t T, const Mat& w, float* y);
 

@@ -21,6 +21,10 @@ void linear_fp32(const float* x, int64_t T, const Mat& w, float* y);
 // accumulation; vdpbf16ps where core/precision.h's bf16_dot_native().
 void linear_bf16(const float* x, int64_t T, const Mat& w, float* y);
 
+// linear in q8 precision (MXFP4 weights only): x quantised to int8 once per row, integer
+// dots (linear_q8.cpp).
+void linear_q8(const float* x, int64_t T, const Mat& w, float* y);
+
 // out[n] = x[n] rounded to bf16 and widened back (f32_to_bf16 then bf16_to_f32).
 void round_to_bf16_values(const float* x, int64_t n, float* out);
 

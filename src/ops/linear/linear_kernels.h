@@ -61,6 +61,33 @@ struct LinearBf16Kernels {
                      int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy);
 };
 
+// q8 precision (core/precision.h): MXFP4 weights times int8 activations. Each activation row
+// is quantised once (linear_q8.cpp) to blocks of 32 columns, q[i] = round(x[i] / d) in
+// [-127, 127] with d = max|x| / 127, into windows of 16 blocks (512 columns; the last window
+// zero-padded):
+//   bytes [0, 512)    int8 q: group g < 4 (blocks 4g .. 4g+3) at 128g: the 16 even columns of
+//                     each of its blocks in block order, then the 16 odd ones (the order of the
+//                     packed nibbles: low = even column, high = odd);
+//   bytes [512, 576)  int32 corr[16]: 12 * (sum of the block's 32 q), lane order below;
+//   bytes [576, 640)  fp32 dh[16]: d / 2, lane order below.
+// Lane order: lane l = 4b + g holds block 4g + b of the window (what a 4x4 transpose-add of
+// the four groups' vpdpbusd sums gives). The weights enter the integer dots as 2 * E2M1 + 12,
+// unsigned 0 .. 24 (vpdpbusd / vpmaddubsw take unsigned x signed bytes), and corr takes the
+// offset back out: the block's integer dot isum = sum(q * 2 * E2M1) is exact. Then, the same
+// on every path (so the paths agree bit for bit): per output a 16-lane fp32 accumulator,
+// acc[l] = fma(float(isum of lane l's block), e8m0 * dh, acc[l]) window after window, reduced
+// as (acc[0..8) + acc[8..16)), then halves again down to one value.
+constexpr int64_t kQ8WinBlocks = 16;
+constexpr int64_t kQ8WinCols = 512;
+constexpr int64_t kQ8WinBytes = 640;
+
+struct LinearQ8Kernels {
+  // y[t, r] for t < T, r in [r0, r0+nr): xq [T, windows * kQ8WinBytes] (layout above), MXFP4
+  // packed [rows, cols/2], scales [rows, cols/32]; cols % 32 == 0; y has leading dimension ldy.
+  void (*gemv)(const uint8_t* xq, int64_t T, const uint8_t* packed, const uint8_t* scales,
+               int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy);
+};
+
 namespace avx2 {
 extern const LinearKernels kLinearKernels;
 }
@@ -69,6 +96,12 @@ extern const LinearBf16Kernels kLinearBf16Kernels;
 }
 namespace avx512 {
 extern const LinearKernels kLinearKernels;
+}
+namespace avx2 {  // linear_q8_avx2.cpp
+extern const LinearQ8Kernels kLinearQ8Kernels;
+}
+namespace avx512vnni {  // linear_q8_avx512vnni.cpp: AVX-512 F/BW/VL/DQ + AVX512_VNNI
+extern const LinearQ8Kernels kLinearQ8Kernels;
 }
 
 }  // namespace k3

@@ -11,6 +11,7 @@
 
 #include "core/parallel.h"
 #include "core/scratch.h"
+#include "ops/linear/linear.h"
 #include "ops/moe/moe_combine.h"
 
 namespace k3 {
@@ -75,6 +76,15 @@ bool moe_experts_decode(const float* z, const int32_t* sel, const float* weight,
   float* b = thread_scratch<float, struct MoeDecodeBTag>(n_choices * I);      // [n_choices, I]
   float* y = thread_scratch<float, struct MoeDecodeYTag>(n_choices * L);      // [n_choices, L]
   gather_choice_rows(z, order, n_choices, s.k, L, zin);
+  // q8 precision: each choice's input row quantised once for its gate and up rows (and its
+  // hidden row once for the down rows), rather than once per 16-row task.
+  const ExpertMats& e0 = experts[n_used > 0 ? used[0].e : 0];
+  const bool q8_in = n_used > 0 && linear_takes_q8(e0.gate) && linear_takes_q8(e0.up);
+  const bool q8_out = n_used > 0 && linear_takes_q8(e0.down);
+  const int64_t zrb = q8_row_bytes(L), arb = q8_row_bytes(I);
+  uint8_t* zq = q8_in ? thread_scratch<uint8_t, struct MoeDecodeZqTag>(n_choices * zrb) : nullptr;
+  uint8_t* aq = q8_out ? thread_scratch<uint8_t, struct MoeDecodeAqTag>(n_choices * arb) : nullptr;
+  if (q8_in) q8_quantize(zin, n_choices, L, zq);
 
   const int64_t in_blocks = (I + kTaskRows - 1) / kTaskRows;
   const int64_t out_blocks = (L + kTaskRows - 1) / kTaskRows;
@@ -86,16 +96,28 @@ bool moe_experts_decode(const float* z, const int32_t* sel, const float* weight,
     const bool is_up = (task / in_blocks) % 2 == 1;
     const int64_t r0 = (task % in_blocks) * kTaskRows, nr = std::min(kTaskRows, I - r0);
     const ExpertMats& w = experts[u.e];
-    rows_of(zin + u.first * L, u.n, is_up ? w.up : w.gate, r0, nr, (is_up ? b : a) + u.first * I);
+    const Mat& m = is_up ? w.up : w.gate;
+    float* out = (is_up ? b : a) + u.first * I;
+    if (q8_in && linear_takes_q8(m)) {
+      linear_q8_rows(zq + u.first * zrb, u.n, m, r0, nr, out, I);
+    } else {
+      rows_of(zin + u.first * L, u.n, m, r0, nr, out);
+    }
   });
   for (int64_t i = 0; i < n_used; ++i) {
     const Used& u = used[i];
     situ_glu(a + u.first * I, b + u.first * I, u.n * I, s.situ, a + u.first * I);
   }
+  if (q8_out) q8_quantize(a, n_choices, I, aq);
   parallel_for(n_used * out_blocks, worth_it, [&](int64_t task) {  // down rows
     const Used& u = used[task / out_blocks];
     const int64_t r0 = (task % out_blocks) * kTaskRows, nr = std::min(kTaskRows, L - r0);
-    rows_of(a + u.first * I, u.n, experts[u.e].down, r0, nr, y + u.first * L);
+    const Mat& m = experts[u.e].down;
+    if (q8_out && linear_takes_q8(m)) {
+      linear_q8_rows(aq + u.first * arb, u.n, m, r0, nr, y + u.first * L, L);
+    } else {
+      rows_of(a + u.first * I, u.n, m, r0, nr, y + u.first * L);
+    }
   });
   for (int64_t i = 0; i < n_used; ++i) {
     const Used& u = used[i];
