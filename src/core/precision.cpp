@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "core/cpu_isa.h"
 #include "core/error.h"
@@ -25,6 +26,11 @@ std::atomic<int> g_precision{[] {
 }()};
 
 std::atomic<bool> g_bf16_dot_allowed{true};
+// K3_AMX=0 keeps the vdpbf16ps kernels on an AMX CPU (to compare the two).
+std::atomic<bool> g_bf16_amx_allowed{[] {
+  const char* env = std::getenv("K3_AMX");
+  return env == nullptr || std::string(env) != "0";
+}()};
 
 }  // namespace
 
@@ -52,10 +58,20 @@ bool bf16_dot_native() {
 
 void set_bf16_dot_allowed(bool on) { g_bf16_dot_allowed.store(on, std::memory_order_relaxed); }
 
+bool bf16_amx_available() { return bf16_dot_available() && amx_bf16_usable(); }
+
+bool bf16_amx_native() {
+  return bf16_dot_native() && g_bf16_amx_allowed.load(std::memory_order_relaxed) &&
+         amx_bf16_usable();
+}
+
+void set_bf16_amx_allowed(bool on) { g_bf16_amx_allowed.store(on, std::memory_order_relaxed); }
+
 void set_cpu_precision(const std::string& name) { set_precision(parse_precision(name)); }
 
 std::string cpu_precision_name() {
   if (active_precision() == Precision::fp32) return "fp32";
+  if (bf16_amx_native()) return "bf16 (AMX)";
   return bf16_dot_native() ? "bf16 (vdpbf16ps)" : "bf16 (fp32 FMA of bf16 products)";
 }
 

@@ -140,10 +140,12 @@ std::vector<Test> plan_tests(const Args& args) {
 }
 
 // Where the step runs: "cuda", or the CPU's instruction-set path ("avx512", and "avx512+bf16"
-// in bf16 precision).
+// in bf16 precision, "avx512+bf16+amx" on AMX tiles).
 std::string backend_name() {
   if (default_device() == "cuda") return "cuda";
-  return cpu_isa_name() + (cpu_precision_name() == "fp32" ? "" : "+bf16");
+  const std::string precision = cpu_precision_name();
+  if (precision == "fp32") return cpu_isa_name();
+  return cpu_isa_name() + (precision == "bf16 (AMX)" ? "+bf16+amx" : "+bf16");
 }
 
 std::string human_bytes(double b) {
