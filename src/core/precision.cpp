@@ -26,10 +26,11 @@ std::atomic<int> g_precision{[] {
 }()};
 
 std::atomic<bool> g_bf16_dot_allowed{true};
-// K3_AMX=0 keeps the vdpbf16ps kernels on an AMX CPU (to compare the two).
+// K3_AMX=1 turns the tile kernels on where the CPU has them: off by default, as measured they
+// lose to vdpbf16ps at decode (bench/RESULTS.md, "bf16 on AMX tiles").
 std::atomic<bool> g_bf16_amx_allowed{[] {
   const char* env = std::getenv("K3_AMX");
-  return env == nullptr || std::string(env) != "0";
+  return env != nullptr && std::string(env) == "1";
 }()};
 
 }  // namespace

@@ -7,8 +7,9 @@
 //        AVX512_BF16 the products run as vdpbf16ps (two bf16 products per fp32 lane); elsewhere
 //        (avx2, scalar, AVX-512 without BF16) the bf16-rounded activations go through the fp32
 //        kernels, whose products are then exact too. On CPUs with AMX (AMX-BF16, granted by
-//        the OS) the vdpbf16ps kernels give way to tile kernels (TDPBF16PS) at every batch size:
-//        the same products, the fp32 sums in another fixed order. Its own tolerance: docs/CPU.md.
+//        the OS) the vdpbf16ps kernels can give way to tile kernels (TDPBF16PS, K3_AMX=1) at every
+//        batch size: the same products, the fp32 sums in another fixed order. Its own tolerance:
+//        docs/CPU.md.
 //
 // K3_PRECISION=fp32|bf16 sets it at start-up (a bad value stops the process with a message,
 // exit code 2, like K3_ISA); the CLI's --precision and set_precision() change it later.
@@ -34,9 +35,9 @@ bool bf16_dot_available();           // the CPU and the active path could
 void set_bf16_dot_allowed(bool on);  // tests: false forces the fallback
 
 // Whether those bf16 products run on AMX tiles now: bf16_dot_native() on a CPU where
-// amx_bf16_usable(), unless K3_AMX=0 or a test turned it off (to run vdpbf16ps there).
+// amx_bf16_usable(), when K3_AMX=1 or a test turned it on (off by default: docs/CPU.md).
 bool bf16_amx_native();
 bool bf16_amx_available();           // the CPU, the OS and the active path could
-void set_bf16_amx_allowed(bool on);  // tests: false runs the vdpbf16ps kernels
+void set_bf16_amx_allowed(bool on);  // tests: true runs the tile kernels
 
 }  // namespace k3

@@ -29,6 +29,11 @@ namespace {
 
 constexpr double kTol = 1e-6;  // the fp32 linear cases' tolerance
 
+bool amx_on_by_env() {
+  const char* env = std::getenv("K3_AMX");
+  return env != nullptr && std::string(env) == "1";
+}
+
 // Runs body(name) in bf16 precision on every path: each supported ISA, and where vdpbf16ps is
 // available, once with it and once with the fallback, and where AMX is, once on the tiles too.
 // Restores the state after.
@@ -50,7 +55,7 @@ void for_each_bf16_path(const std::function<void(const std::string&)>& body) {
     }
   }
   set_bf16_dot_allowed(true);
-  set_bf16_amx_allowed(true);
+  set_bf16_amx_allowed(amx_on_by_env());
   set_isa(saved_isa);
   set_precision(saved);
 }
@@ -334,6 +339,34 @@ TEST(AmxKernels, TilesMatchTheReferenceAndWriteOnlyTheirRows) {
       }
     }
   }
+}
+
+// linear itself on the tiles (matrices large enough for them: kAmxMinCols x kAmxMinRows), BF16
+// and MXFP4, against the reference and batch invariant: a token's outputs alone equal its
+// outputs among 2..40 tokens, across the 16-token tiles and the 16 / 64-row task sizes.
+TEST(AmxKernels, LinearOnTilesMatchesReferenceAndIsBatchInvariant) {
+  if (!bf16_amx_available()) GTEST_SKIP() << "this CPU (or its OS) has no usable AMX-BF16";
+  const Precision saved = active_precision();
+  set_precision(Precision::bf16);
+  set_bf16_amx_allowed(true);
+  for (MatFormat f : {MatFormat::bf16, MatFormat::mxfp4}) {
+    const int64_t rows = 300, cols = 1024, most = 40;
+    std::mt19937_64 rng(71 + static_cast<int>(f));
+    Weight w = random_weight(rng, rows, cols, f);
+    const std::vector<float> x = randn(rng, most * cols);
+    std::vector<float> one(most * rows);
+    for (int64_t t = 0; t < most; ++t) linear(x.data() + t * cols, 1, w.mat, &one[t * rows]);
+    const Ref ref = reference_bf16(x, most, w.mat);
+    EXPECT_LE(rel_max_error(one, ref.y, ref.scale), kTol) << format_name(f);
+    for (int64_t T : {2, 15, 16, 17, 33, 40}) {
+      std::vector<float> all(T * rows);
+      linear(x.data(), T, w.mat, all.data());
+      for (int64_t i = 0; i < T * rows; ++i)
+        ASSERT_EQ(all[i], one[i]) << format_name(f) << " T=" << T << " i=" << i;
+    }
+  }
+  set_bf16_amx_allowed(amx_on_by_env());
+  set_precision(saved);
 }
 
 TEST(Precision, ParsesNamesAndDefaultsToFp32) {

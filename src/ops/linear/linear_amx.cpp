@@ -59,6 +59,7 @@ void scatter(const float* c, int64_t rows, int64_t tokens, float* y, int64_t ldy
 // alternate tmm6 / tmm7 between chunks. Intrinsic register operands must be literals.
 #define K3_AMX_CHUNK(BREG, c)                                    \
   do {                                                           \
+    if (fetch) prefetch_ahead(w, cols, N, (c) + kAhead, chunks); \
     _tile_loadd(BREG, xb + (c)*kTile * kChunk, 64);              \
     _tile_loadd(4, w + (c)*kChunk, stride);                      \
     _tile_dpbf16ps(0, 4, BREG);                                  \
@@ -76,6 +77,17 @@ void scatter(const float* c, int64_t rows, int64_t tokens, float* y, int64_t ldy
     }                                                            \
   } while (0)
 
+// A sweep over weights that are not in cache asks for each row's line kAhead chunks ahead:
+// tile loads wait for memory in order, and 16-64 rows read side by side are more streams than
+// the hardware prefetchers follow.
+constexpr int64_t kAhead = 8;
+
+void prefetch_ahead(const uint16_t* w, int64_t cols, int n_tiles, int64_t c, int64_t chunks) {
+  if (c >= chunks) return;
+  for (int64_t r = 0; r < n_tiles * kTile; ++r)
+    _mm_prefetch(reinterpret_cast<const char*>(w + r * cols + c * kChunk), _MM_HINT_T0);
+}
+
 // N tiles of `rows` weight rows each (16, or fewer for a lone tail tile, as configured) from
 // w [.., cols]; all T tokens of the packed xp. y: the first row's outputs, leading dim ldy.
 template <int N>
@@ -84,6 +96,7 @@ void tiles(const uint16_t* xp, int64_t T, const uint16_t* w, int64_t cols, int64
   const int64_t chunks = cols / kChunk, stride = cols * 2;
   alignas(64) float c[4][kTile * kTile];
   for (int64_t tb = 0; tb * kTile < T; ++tb) {
+    const bool fetch = tb == 0 && rows == kTile;  // later token tiles find the rows in L2
     const uint16_t* xb = xp + tb * chunks * kTile * kChunk;
     _tile_zero(0);
     if constexpr (N > 1) _tile_zero(1);
@@ -136,6 +149,10 @@ void gemv_bf16(const uint16_t* xp, int64_t T, const uint16_t* w, int64_t cols, i
   if (full > 0) {
     configure(kTile);
     int64_t i = 0;
+    if (T <= kTile) {  // one token tile: a weight sweep, 16 rows at a time (fewer streams)
+      for (; i < full; ++i)
+        tiles<1>(xp, T, rows + i * kTile * cols, cols, kTile, out + i * kTile, ldy);
+    }
     for (; i + 4 <= full; i += 4)
       tiles<4>(xp, T, rows + i * kTile * cols, cols, kTile, out + i * kTile, ldy);
     switch (full - i) {

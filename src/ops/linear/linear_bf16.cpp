@@ -54,6 +54,13 @@ void linear_bf16_native(const LinearBf16Kernels& k, const uint16_t* xb, int64_t 
 // B-tile order once per call, tasks of kAmxRows weight rows (four A tiles against each B
 // tile); MXFP4 rows decoded to bf16 (exactly) per task first.
 constexpr int64_t kAmxRows = 64;
+// AMX only for matrices this wide and tall (a property of the matrix, not of T, so results stay
+// batch invariant): on small ones the per-call tile set-up and packing cost more than they save.
+constexpr int64_t kAmxMinCols = 1024, kAmxMinRows = 256;
+
+bool amx_worth_it(const Mat& w) {
+  return bf16_amx_native() && w.cols >= kAmxMinCols && w.rows >= kAmxMinRows;
+}
 
 void linear_bf16_amx(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, const Mat& w,
                      float* y) {
@@ -63,9 +70,12 @@ void linear_bf16_amx(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, 
   parallel_for(n_token_tiles, T * cols > 65536, [&](int64_t b) {
     amx::pack_x(xb + b * 16 * cols, std::min<int64_t>(16, T - b * 16), cols, xp + b * 16 * cols);
   });
-  const int64_t n_tasks = (w.rows + kAmxRows - 1) / kAmxRows;
+  // Decode-size calls in tasks of kGemvRows rows as on the vdpbf16ps path (more tasks than
+  // threads), larger ones in kAmxRows: four weight tiles against each token tile.
+  const int64_t task_rows = T <= 16 ? kGemvRows : kAmxRows;
+  const int64_t n_tasks = (w.rows + task_rows - 1) / task_rows;
   parallel_for(n_tasks, gemv_worth_splitting(T, w), [&](int64_t task) {
-    const int64_t r0 = task * kAmxRows, nr = std::min(kAmxRows, w.rows - r0);
+    const int64_t r0 = task * task_rows, nr = std::min(task_rows, w.rows - r0);
     if (w.format == MatFormat::bf16) {
       amx::gemv_bf16(xp, T, static_cast<const uint16_t*>(w.data), cols, r0, nr, y, w.rows);
       return;
@@ -96,7 +106,7 @@ void linear_bf16(const float* x, int64_t T, const Mat& w, float* y) {
     parallel_for((n + kChunk - 1) / kChunk, n > 2 * kChunk, [&](int64_t c) {
       k.round_bf16(x + c * kChunk, std::min(kChunk, n - c * kChunk), xb + c * kChunk);
     });
-    if (bf16_amx_native()) {
+    if (amx_worth_it(w)) {
       linear_bf16_amx(k, xb, T, w, y);
     } else {
       linear_bf16_native(k, xb, T, w, y);
