@@ -1,6 +1,8 @@
 #include "core/cpu_isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -51,6 +53,7 @@ CpuFeatures detect() {
   f.avx512vl = bit(l7.b, 31);
   f.avx512_vnni = bit(l7.c, 11);
   f.amx_tile = bit(l7.d, 24);
+  f.amx_bf16 = bit(l7.d, 22);
   f.avx512_bf16 = bit(cpuid(7, 1).a, 5);
   return f;
 }
@@ -112,6 +115,17 @@ const std::vector<Isa>& supported_isas() {
     return r;
   }();
   return v;
+}
+
+bool amx_bf16_usable() {
+  static const bool usable = [] {
+    const CpuFeatures& f = cpu_features();
+    if (!(f.amx_tile && f.amx_bf16 && f.os_amx && can_run(f, Isa::avx512))) return false;
+    constexpr long kReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM (asm/prctl.h)
+    constexpr long kXtileData = 18;         // XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+  }();
+  return usable;
 }
 
 bool isa_supported(Isa isa) { return can_run(cpu_features(), isa); }

@@ -27,10 +27,15 @@ bool isa_supported(Isa isa);
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
-  bool avx512_bf16 = false, avx512_vnni = false, amx_tile = false;
+  bool avx512_bf16 = false, avx512_vnni = false, amx_tile = false, amx_bf16 = false;
   bool os_ymm = false, os_zmm = false, os_amx = false;
 };
 const CpuFeatures& cpu_features();
+
+// AMX (tile registers, TDPBF16PS): the CPU has AMX-TILE and AMX-BF16, the OS saves the tile
+// state, and Linux granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked
+// once, on the first call; every thread of the process may use the tiles after it).
+bool amx_bf16_usable();
 
 // The path kernels take now: K3_ISA if set (the process stops with a message when it names
 // a path this CPU lacks), else the best supported one.

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "core/cpu_isa.h"
 #include "core/error.h"
@@ -26,6 +27,12 @@ std::atomic<int> g_precision{[] {
 }()};
 
 std::atomic<bool> g_bf16_dot_allowed{true};
+// K3_AMX=1 turns the tile kernels on where the CPU has them: off by default, as measured they
+// lose to vdpbf16ps at decode (bench/RESULTS.md, "bf16 on AMX tiles").
+std::atomic<bool> g_bf16_amx_allowed{[] {
+  const char* env = std::getenv("K3_AMX");
+  return env != nullptr && std::string(env) == "1";
+}()};
 
 }  // namespace
 
@@ -56,12 +63,22 @@ bool bf16_dot_native() {
 
 void set_bf16_dot_allowed(bool on) { g_bf16_dot_allowed.store(on, std::memory_order_relaxed); }
 
+bool bf16_amx_available() { return bf16_dot_available() && amx_bf16_usable(); }
+
+bool bf16_amx_native() {
+  return bf16_dot_native() && g_bf16_amx_allowed.load(std::memory_order_relaxed) &&
+         amx_bf16_usable();
+}
+
+void set_bf16_amx_allowed(bool on) { g_bf16_amx_allowed.store(on, std::memory_order_relaxed); }
+
 void set_cpu_precision(const std::string& name) { set_precision(parse_precision(name)); }
 
 std::string cpu_precision_name() {
   if (active_precision() == Precision::fp32) return "fp32";
-  const std::string bf16 =
-      bf16_dot_native() ? "bf16 (vdpbf16ps)" : "bf16 (fp32 FMA of bf16 products)";
+  const std::string bf16 = bf16_amx_native()   ? "bf16 (AMX)"
+                           : bf16_dot_native() ? "bf16 (vdpbf16ps)"
+                                               : "bf16 (fp32 FMA of bf16 products)";
   if (active_precision() == Precision::bf16) return bf16;
   return std::string("q8 (MXFP4 x int8: ") + q8_kernel_name() + "; else " + bf16 + ")";
 }

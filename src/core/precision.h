@@ -6,7 +6,10 @@
 //        and multiplied with the exact weights, fp32 accumulation. On AVX-512 CPUs with
 //        AVX512_BF16 the products run as vdpbf16ps (two bf16 products per fp32 lane); elsewhere
 //        (avx2, scalar, AVX-512 without BF16) the bf16-rounded activations go through the fp32
-//        kernels, whose products are then exact too. Its own tolerance: docs/CPU.md.
+//        kernels, whose products are then exact too. On CPUs with AMX (AMX-BF16, granted by
+//        the OS) the vdpbf16ps kernels can give way to tile kernels (TDPBF16PS, K3_AMX=1) at every
+//        batch size: the same products, the fp32 sums in another fixed order. Its own tolerance:
+//        docs/CPU.md.
 //   q8:  MXFP4 matmuls (the routed experts) take int8 activations: each row quantised once to
 //        blocks of 32 with one fp32 scale (d = max|x| / 127), integer dots with the doubled
 //        E2M1 values (vpdpbusd on AVX512_VNNI, vpmaddubsw on AVX2), scaled by E8M0 * d / 2 in
@@ -35,5 +38,11 @@ void set_precision(Precision p);
 bool bf16_dot_native();
 bool bf16_dot_available();           // the CPU and the active path could
 void set_bf16_dot_allowed(bool on);  // tests: false forces the fallback
+
+// Whether those bf16 products run on AMX tiles now: bf16_dot_native() on a CPU where
+// amx_bf16_usable(), when K3_AMX=1 or a test turned it on (off by default: docs/CPU.md).
+bool bf16_amx_native();
+bool bf16_amx_available();           // the CPU, the OS and the active path could
+void set_bf16_amx_allowed(bool on);  // tests: true runs the tile kernels
 
 }  // namespace k3

@@ -29,21 +29,33 @@ namespace {
 
 constexpr double kTol = 1e-6;  // the fp32 linear cases' tolerance
 
+bool amx_on_by_env() {
+  const char* env = std::getenv("K3_AMX");
+  return env != nullptr && std::string(env) == "1";
+}
+
 // Runs body(name) in bf16 precision on every path: each supported ISA, and where vdpbf16ps is
-// available, once with it and once with the fallback. Restores the state after.
+// available, once with it and once with the fallback, and where AMX is, once on the tiles too.
+// Restores the state after.
 void for_each_bf16_path(const std::function<void(const std::string&)>& body) {
   const Isa saved_isa = active_isa();
   const Precision saved = active_precision();
   set_precision(Precision::bf16);
+  enum Kind { fallback, vdpbf16ps, tiles };
   for (Isa isa : supported_isas()) {
     set_isa(isa);
-    for (bool native : {false, true}) {
-      if (native && !bf16_dot_available()) continue;
-      set_bf16_dot_allowed(native);
-      body(std::string(isa_name(isa)) + (native ? "+vdpbf16ps" : "+fallback"));
+    for (Kind kind : {fallback, vdpbf16ps, tiles}) {
+      if (kind == vdpbf16ps && !bf16_dot_available()) continue;
+      if (kind == tiles && !bf16_amx_available()) continue;
+      set_bf16_dot_allowed(kind != fallback);
+      set_bf16_amx_allowed(kind == tiles);
+      body(std::string(isa_name(isa)) + (kind == tiles       ? "+amx"
+                                         : kind == vdpbf16ps ? "+vdpbf16ps"
+                                                             : "+fallback"));
     }
   }
   set_bf16_dot_allowed(true);
+  set_bf16_amx_allowed(amx_on_by_env());
   set_isa(saved_isa);
   set_precision(saved);
 }
@@ -287,6 +299,74 @@ TEST_F(Bf16Kernels, TilesAtRowOffsetsWriteOnlyTheirRows) {
       }
     }
   }
+}
+
+// The AMX kernels on their own (CPUs with AMX-BF16 the OS grants only): pack_x + gemv_bf16 at
+// row offsets into a larger output, over every tile-count of a task (1..4 full tiles and a
+// tail of 1..15 rows), token counts around the 16-token tiles, one to many chunks.
+TEST(AmxKernels, TilesMatchTheReferenceAndWriteOnlyTheirRows) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or its OS) has no usable AMX-BF16";
+  const LinearBf16Kernels& k = avx512bf16::kLinearBf16Kernels;
+  for (auto [nr, cols] : {std::pair<int64_t, int64_t>{1, 32},
+                          {15, 64},
+                          {16, 96},
+                          {17, 32},
+                          {33, 160},
+                          {48, 64},
+                          {64, 256},
+                          {70, 1024}}) {
+    for (int64_t T : {1, 2, 15, 16, 17, 33}) {
+      const int64_t r0 = 5, rows = r0 + nr + 2, ldy = rows + 3;
+      std::mt19937_64 rng(41 + T * 131 + nr * 7 + cols);
+      Weight w = random_weight(rng, rows, cols, MatFormat::bf16);
+      const std::vector<float> x = randn(rng, T * cols);
+      std::vector<uint16_t> xb(T * cols), xp(amx::packed_x_size(T, cols), 0xabcd);
+      k.round_bf16(x.data(), T * cols, xb.data());
+      amx::pack_x(xb.data(), T, cols, xp.data());
+      std::vector<float> y(T * ldy, -7.0f);
+      amx::gemv_bf16(xp.data(), T, reinterpret_cast<const uint16_t*>(w.bytes.data()), cols, r0, nr,
+                     y.data(), ldy);
+      const Ref ref = reference_bf16(x, T, w.mat);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t j = 0; j < ldy; ++j) {
+          if (j < r0 || j >= r0 + nr) {
+            ASSERT_EQ(y[t * ldy + j], -7.0f) << "T=" << T << " nr=" << nr << " j=" << j;
+          } else {
+            ASSERT_LE(std::fabs(y[t * ldy + j] - ref.y[t * rows + j]), kTol * ref.scale)
+                << "T=" << T << " nr=" << nr << " cols=" << cols << " t=" << t << " j=" << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// linear itself on the tiles (matrices large enough for them: kAmxMinCols x kAmxMinRows), BF16
+// and MXFP4, against the reference and batch invariant: a token's outputs alone equal its
+// outputs among 2..40 tokens, across the 16-token tiles and the 16 / 64-row task sizes.
+TEST(AmxKernels, LinearOnTilesMatchesReferenceAndIsBatchInvariant) {
+  if (!bf16_amx_available()) GTEST_SKIP() << "this CPU (or its OS) has no usable AMX-BF16";
+  const Precision saved = active_precision();
+  set_precision(Precision::bf16);
+  set_bf16_amx_allowed(true);
+  for (MatFormat f : {MatFormat::bf16, MatFormat::mxfp4}) {
+    const int64_t rows = 300, cols = 1024, most = 40;
+    std::mt19937_64 rng(71 + static_cast<int>(f));
+    Weight w = random_weight(rng, rows, cols, f);
+    const std::vector<float> x = randn(rng, most * cols);
+    std::vector<float> one(most * rows);
+    for (int64_t t = 0; t < most; ++t) linear(x.data() + t * cols, 1, w.mat, &one[t * rows]);
+    const Ref ref = reference_bf16(x, most, w.mat);
+    EXPECT_LE(rel_max_error(one, ref.y, ref.scale), kTol) << format_name(f);
+    for (int64_t T : {2, 15, 16, 17, 33, 40}) {
+      std::vector<float> all(T * rows);
+      linear(x.data(), T, w.mat, all.data());
+      for (int64_t i = 0; i < T * rows; ++i)
+        ASSERT_EQ(all[i], one[i]) << format_name(f) << " T=" << T << " i=" << i;
+    }
+  }
+  set_bf16_amx_allowed(amx_on_by_env());
+  set_precision(saved);
 }
 
 TEST(Precision, ParsesNamesAndDefaultsToFp32) {

@@ -140,11 +140,13 @@ std::vector<Test> plan_tests(const Args& args) {
 }
 
 // Where the step runs: "cuda", or the CPU's instruction-set path ("avx512", and "avx512+bf16"
-// in bf16 precision, "avx512+q8" in q8).
+// in bf16 precision, "avx512+bf16+amx" on AMX tiles, "avx512+q8" in q8).
 std::string backend_name() {
   if (default_device() == "cuda") return "cuda";
   const std::string p = cpu_precision_name();
-  return cpu_isa_name() + (p == "fp32" ? "" : p.rfind("q8", 0) == 0 ? "+q8" : "+bf16");
+  if (p == "fp32") return cpu_isa_name();
+  if (p.rfind("q8", 0) == 0) return cpu_isa_name() + "+q8";
+  return cpu_isa_name() + (p == "bf16 (AMX)" ? "+bf16+amx" : "+bf16");
 }
 
 std::string human_bytes(double b) {

@@ -4,6 +4,8 @@
 //   native (AVX512_BF16): x as bf16, vdpbf16ps tiles straight from BF16 storage at any T, and
 //     from MXFP4 storage up to mxfp4_direct_max_t tokens; beyond, each block of rows decoded to
 //     bf16 once (exact) and run through the BF16 tiles.
+//   AMX (bf16_amx_native()): the same products on tile registers, at every T
+//     (linear_amx.cpp).
 //   fallback (every other path): x rounded and widened back to fp32, then the fp32 kernels:
 //     a bf16 value times a BF16 or MXFP4 weight is exact in fp32, so each FMA rounds only the
 //     sum, as vdpbf16ps does (the two differ by the order of the fp32 additions only).
@@ -48,6 +50,45 @@ void linear_bf16_native(const LinearBf16Kernels& k, const uint16_t* xb, int64_t 
   });
 }
 
+// The same on AMX tiles, at every T (so that results stay batch invariant): x packed into the
+// B-tile order once per call, tasks of kAmxRows weight rows (four A tiles against each B
+// tile); MXFP4 rows decoded to bf16 (exactly) per task first.
+constexpr int64_t kAmxRows = 64;
+// AMX only for matrices this wide and tall (a property of the matrix, not of T, so results stay
+// batch invariant): on small ones the per-call tile set-up and packing cost more than they save.
+constexpr int64_t kAmxMinCols = 1024, kAmxMinRows = 256;
+
+bool amx_worth_it(const Mat& w) {
+  return bf16_amx_native() && w.cols >= kAmxMinCols && w.rows >= kAmxMinRows;
+}
+
+void linear_bf16_amx(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, const Mat& w,
+                     float* y) {
+  const int64_t cols = w.cols;
+  uint16_t* xp = thread_scratch<uint16_t, struct LinearAmxXTag>(amx::packed_x_size(T, cols));
+  const int64_t n_token_tiles = (T + 15) / 16;  // pack_x's blocks of 16 tokens
+  parallel_for(n_token_tiles, T * cols > 65536, [&](int64_t b) {
+    amx::pack_x(xb + b * 16 * cols, std::min<int64_t>(16, T - b * 16), cols, xp + b * 16 * cols);
+  });
+  // Decode-size calls in tasks of kGemvRows rows as on the vdpbf16ps path (more tasks than
+  // threads), larger ones in kAmxRows: four weight tiles against each token tile.
+  const int64_t task_rows = T <= 16 ? kGemvRows : kAmxRows;
+  const int64_t n_tasks = (w.rows + task_rows - 1) / task_rows;
+  parallel_for(n_tasks, gemv_worth_splitting(T, w), [&](int64_t task) {
+    const int64_t r0 = task * task_rows, nr = std::min(task_rows, w.rows - r0);
+    if (w.format == MatFormat::bf16) {
+      amx::gemv_bf16(xp, T, static_cast<const uint16_t*>(w.data), cols, r0, nr, y, w.rows);
+      return;
+    }
+    uint16_t* rows = thread_scratch<uint16_t, struct LinearAmxRowsTag>(kAmxRows * cols);
+    const uint8_t* packed = static_cast<const uint8_t*>(w.data);
+    for (int64_t j = 0; j < nr; ++j)
+      k.mxfp4_decode(packed + (r0 + j) * (cols / 2), w.scales + (r0 + j) * (cols / 32), cols,
+                     rows + j * cols);
+    amx::gemv_bf16(xp, T, rows, cols, 0, nr, y + r0, w.rows);
+  });
+}
+
 }  // namespace
 
 void round_to_bf16_values(const float* x, int64_t n, float* out) {
@@ -65,7 +106,11 @@ void linear_bf16(const float* x, int64_t T, const Mat& w, float* y) {
     parallel_for((n + kChunk - 1) / kChunk, n > 2 * kChunk, [&](int64_t c) {
       k.round_bf16(x + c * kChunk, std::min(kChunk, n - c * kChunk), xb + c * kChunk);
     });
-    linear_bf16_native(k, xb, T, w, y);
+    if (amx_worth_it(w)) {
+      linear_bf16_amx(k, xb, T, w, y);
+    } else {
+      linear_bf16_native(k, xb, T, w, y);
+    }
     return;
   }
   float* xr = thread_scratch<float, struct LinearBf16XrTag>(T * w.cols);  // [T, cols]

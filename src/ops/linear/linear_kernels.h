@@ -103,5 +103,17 @@ extern const LinearQ8Kernels kLinearQ8Kernels;
 namespace avx512vnni {  // linear_q8_avx512vnni.cpp: AVX-512 F/BW/VL/DQ + AVX512_VNNI
 extern const LinearQ8Kernels kLinearQ8Kernels;
 }
+// linear_amx.cpp: the bf16 precision on AMX tiles (core/precision.h's bf16_amx_native()).
+// Order of the sums: that file's header. All need cols % 32 == 0.
+namespace amx {
+// uint16 elements of pack_x's output for T tokens of cols values.
+int64_t packed_x_size(int64_t T, int64_t cols);
+// x [T, cols] bf16 into the B-tile order (column pairs major, 16 tokens a tile, zero-padded).
+void pack_x(const uint16_t* x, int64_t T, int64_t cols, uint16_t* xp);
+// y[t, r] for t < T, r in [r0, r0+nr) from BF16 rows w [rows, cols] and the packed x (any T,
+// any nr); y has leading dimension ldy.
+void gemv_bf16(const uint16_t* xp, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
+               int64_t nr, float* y, int64_t ldy);
+}  // namespace amx
 
 }  // namespace k3
