@@ -1,8 +1,7 @@
 // The routed experts as one op against the per-choice double reference: BF16, F32 and packed
 // MXFP4 experts; one token, a few, several 8-token tiles per expert, every expert chosen
-// (k = E), experts nobody chose, more than 128 tokens (the device's per-expert path); widths
-// off the vector widths for BF16/F32.
-// widths off the vector widths for BF16/F32.
+// (k = E), experts nobody chose, more than 128 tokens (the device's grouped GEMMs, and its
+// per-expert path for BF16/F32); widths off the vector widths for BF16/F32.
 #include <gtest/gtest.h>
 
 #include "core/bf16.h"
@@ -65,13 +64,21 @@ const char* fmt_name(MatFormat f) {
   return f == MatFormat::mxfp4 ? "mxfp4" : f == MatFormat::bf16 ? "bf16" : "f32";
 }
 
+// hot: every token chooses expert 0 (one expert takes all rows, the rest share the others).
+// bf16_act: the device may carry the expert inputs as bf16 (moe_experts.h), held to 1e-2, the
+// GPU step's bound (rounding z and h once each gives about 2e-3 here); else 1e-5.
+struct CaseOpts {
+  bool hot = false, bf16_act = false;
+};
+
 OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat f,
-                ScaleRange sr = {}) {
+                ScaleRange sr = {}, CaseOpts o = {}) {
   const std::string shape =
       "T=" + std::to_string(T) + " k=" + std::to_string(k) + " E=" + std::to_string(E) +
       " L=" + std::to_string(L) + " I=" + std::to_string(I) + " " + fmt_name(f) +
-      (sr.lo != 120 ? " scales " + std::to_string(sr.lo) + "+" + std::to_string(sr.span) : "");
-  return {"moe_experts", shape, 1e-5, [=](std::mt19937_64& rng, Impl impl) {
+      (sr.lo != 120 ? " scales " + std::to_string(sr.lo) + "+" + std::to_string(sr.span) : "") +
+      (o.hot ? " hot" : "") + (o.bf16_act ? " bf16act" : "");
+  return {"moe_experts", shape, o.bf16_act ? 1e-2 : 1e-5, [=](std::mt19937_64& rng, Impl impl) {
             const Experts ex = random_experts(E, L, I, f, rng, sr);
             const std::vector<float> z = randn(rng, T * L);
             std::vector<int32_t> sel(T * k);
@@ -79,13 +86,13 @@ OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat
             for (int64_t t = 0; t < T; ++t) {  // k distinct experts, ascending (the router's)
               for (int64_t e = 0; e < E; ++e) ids[e] = static_cast<int32_t>(e);
               // Leave the last expert unchosen when k < E, so some experts get no rows.
-              std::shuffle(ids.begin(), ids.end() - (k < E ? 1 : 0), rng);
+              std::shuffle(ids.begin() + (o.hot ? 1 : 0), ids.end() - (k < E ? 1 : 0), rng);
               std::sort(ids.begin(), ids.begin() + k);
               std::copy_n(ids.begin(), k, sel.begin() + t * k);
             }
             const std::vector<float> weight = randu(rng, T * k, 0.05, 1.0);
             std::vector<float> got = randn(rng, T * L), want(T * L);  // c is overwritten
-            const MoeExpertsShape s{T, k, E, {4.0f, 25.0f}};
+            const MoeExpertsShape s{T, k, E, {4.0f, 25.0f}, o.bf16_act};
             kMoeExpertsOp.ref(z.data(), sel.data(), weight.data(), ex.mats.data(), s, want.data());
             kMoeExpertsOp.get(impl)(z.data(), sel.data(), weight.data(), ex.mats.data(), s,
                                     got.data());
@@ -123,6 +130,19 @@ std::vector<OpCase> cases() {
   v.push_back(moe_case(3, 2, 3, 64, 64, MatFormat::mxfp4, {0, 4}));     // subnormal bf16 weights
   v.push_back(moe_case(5, 2, 3, 96, 64, MatFormat::mxfp4, {0, 161}));   // codes 0 … 160
   v.push_back(moe_case(2, 2, 2, 64, 32, MatFormat::mxfp4, {125, 10}));  // 2^-2 … 2^7
+  // The device's grouped GEMMs (moe_gemm.cu, steps over 128 tokens): partial 128-slot tiles,
+  // one expert with every row (E = 1, hot), column tails of a 64-column step (L = 96, 160),
+  // partial weight-row tiles (I = 160, 192), several row and column tiles, wide scales; each
+  // fp32-grade (three parts) and with bf16 activations.
+  for (const bool b : {false, true}) {
+    const CaseOpts o{false, b}, hot{true, b};
+    v.push_back(moe_case(129, 2, 3, 64, 32, MatFormat::mxfp4, {}, o));
+    v.push_back(moe_case(300, 4, 8, 96, 160, MatFormat::mxfp4, {}, o));
+    v.push_back(moe_case(300, 1, 1, 128, 64, MatFormat::mxfp4, {}, o));
+    v.push_back(moe_case(257, 3, 5, 256, 192, MatFormat::mxfp4, {}, hot));
+    v.push_back(moe_case(200, 2, 4, 160, 96, MatFormat::mxfp4, {0, 161}, o));
+    v.push_back(moe_case(4096, 4, 16, 64, 64, MatFormat::mxfp4, {}, o));
+  }
   // More choices x L than one wave of experts holds (moe_experts.cpp: 2^21 floats).
   v.push_back(moe_case(1100, 4, 9, 512, 8, MatFormat::f32));
   return v;
