@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -51,8 +52,11 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
   // rounds the activations of the GEMMs and the routed experts once, as llama.cpp does);
   // decode runs in the precision the process started with.
   const std::string start_precision = cpu_precision_name().rfind("bf16", 0) == 0 ? "bf16" : "fp32";
+  // K3_E2E_PRECISIONS=bf16 (or fp32) runs only that one.
+  const char* only = std::getenv("K3_E2E_PRECISIONS");
   for (const char* precision : {"fp32", "bf16"}) {
     if (prefill <= 0) break;
+    if (only != nullptr && std::strstr(only, precision) == nullptr) continue;
     set_cpu_precision(precision);
     std::vector<int64_t> prompt(prefill);
     for (int64_t& t : prompt) t = tok(rng);
