@@ -11,12 +11,17 @@ from collections import defaultdict
 
 
 def short(name):
-    cut = len(name)
-    for ch in "(<":
-        i = name.find(ch)
-        if i > 0:
-            cut = min(cut, i)
-    return name[:cut].replace("void ", "").strip()
+    """The kernel's name with its namespaces, template arguments and parameters dropped."""
+    name = name.replace("(anonymous namespace)::", "").replace("void ", "")
+    depth, out = 0, []
+    for ch in name:  # drop <...> and (...) groups
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).split("::")[-1].strip()
 
 
 def main(path):
