@@ -16,6 +16,8 @@
 #   K3_GPU_FLA="bf16 decode"        at the end, fla's chunk_kda / fused_recurrent_kda at the same
 #                                   shapes (bench/cuda/fla_kda.py; fla-core and einops wheels in
 #                                   .whl/, carried: see docs/CUDA.md)
+#   K3_GPU_PROFILE=prefill          instead one bf16 8K prefill under ncu (ncu.csv, and the
+#                                   per-kernel totals in $OUT/kernels.txt)
 # The end-to-end slice is written under /tmp (about 12 GB; never carried).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -107,6 +109,15 @@ if [ "${K3_GPU_SKIP_E2E:-0}" != 1 ]; then
     timeout "$(($(left) - 10))" "$B/bin/k3-bench-cuda" e2e "$SLICE" 8192 "${COPY:-4227}" \
       >>"$OUT/bench.txt" 2>&1
     log "bench e2e rc $?"
+    if [ "${K3_GPU_PROFILE:-0}" = prefill ] && [ "$(left)" -gt 50 ]; then
+      log "ncu: one bf16 prefill of 8192 tokens"
+      K3_E2E_PROFILE=prefill K3_BENCH_E2E_PREFILL_ONLY=1 timeout "$(($(left) - 10))" ncu \
+        --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
+        "$B/bin/k3-bench-cuda" e2e "$SLICE" 8192 "${COPY:-4227}" >"$OUT/ncu.csv" 2>&1
+      log "ncu rc $?"
+      python3 scripts/ncu-summary.py "$OUT/ncu.csv" >"$OUT/kernels.txt" 2>&1
+      head -25 "$OUT/kernels.txt" >>"$OUT/summary.txt"
+    fi
     if [ "${K3_GPU_PROFILE:-0}" = 1 ] && [ "$(left)" -gt 50 ]; then
       log "ncu: one batch-1 decode step"
       K3_E2E_PROFILE=1 K3_E2E_BATCHES=${K3_GPU_PROFILE_BATCHES:-1} timeout "$(($(left) - 10))" ncu --profile-from-start off \

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -46,24 +47,40 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int64_t> tok(0, V - 1);
   // K3_E2E_PROFILE=1: the last decode step of each batch runs between cudaProfilerStart and
-  // Stop (for `ncu --profile-from-start off`: one step's kernels, nothing of the load).
-  const bool profile = std::getenv("K3_E2E_PROFILE") != nullptr;
-  if (prefill > 0) {  // prefill
+  // Stop (for `ncu --profile-from-start off`: one step's kernels, nothing of the load);
+  // K3_E2E_PROFILE=prefill: a fourth bf16 prefill instead.
+  const char* profile_env = std::getenv("K3_E2E_PROFILE");
+  const bool profile_prefill = profile_env != nullptr && std::string(profile_env) == "prefill";
+  const bool profile = profile_env != nullptr && !profile_prefill;
+  // The prefill in each matmul precision (k3::set_cpu_precision also sets the device's: bf16
+  // rounds the activations of the GEMMs and the routed experts once, as llama.cpp does);
+  // decode runs in the precision the process started with.
+  const std::string start_precision = cpu_precision_name().rfind("bf16", 0) == 0 ? "bf16" : "fp32";
+  // K3_E2E_PRECISIONS=bf16 (or fp32) runs only that one.
+  const char* only = std::getenv("K3_E2E_PRECISIONS");
+  for (const char* precision : {"fp32", "bf16"}) {
+    if (prefill <= 0) break;
+    if (only != nullptr && std::strstr(only, precision) == nullptr) continue;
+    set_cpu_precision(precision);
     std::vector<int64_t> prompt(prefill);
     for (int64_t& t : prompt) t = tok(rng);
     std::vector<double> tps;
-    for (int r = 0; r < 3; ++r) {
+    const bool prof = profile_prefill && std::string(precision) == "bf16";
+    for (int r = 0; r < (prof ? 4 : 3); ++r) {  // the profiled run is a fourth, untimed
       SeqId s = engine.create_sequence();
       Batch b;
       b.add(s, prompt);
+      if (r == 3) cudaProfilerStart();
       const double t0 = now_s();
       engine.step(b);
-      tps.push_back(prefill / (now_s() - t0));
+      if (r < 3) tps.push_back(prefill / (now_s() - t0));
+      if (r == 3) cudaProfilerStop();
       engine.release(s);
     }
-    std::printf("prefill %lld tokens: %.0f tok/s (median of 3, first %.0f)\n", (long long)prefill,
-                median(tps), tps[0]);
+    std::printf("prefill %lld tokens, %s: %.0f tok/s (median of 3, first %.0f)\n",
+                (long long)prefill, precision, median(tps), tps[0]);
   }
+  set_cpu_precision(start_precision);
   for (int64_t B : batches) {
     std::vector<SeqId> seqs;
     Batch b;

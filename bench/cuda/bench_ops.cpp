@@ -320,9 +320,16 @@ void fill_bytes_device(void* p, size_t n, uint64_t seed) {
   }
 }
 
+// One run of moe_case: T tokens; bf16: the expert inputs as bf16 (the model's prefill path,
+// moe_experts.h bf16_act), else fp32-grade.
+struct MoeRun {
+  int64_t T;
+  bool bf16 = false;
+};
+
 // One LatentMoE layer's routed experts: E MXFP4 experts (I=3072, L=3584), top-k, T tokens.
-void moe_case(int64_t E, int64_t k, const std::vector<int64_t>& Ts, double copy_gbs, double gemm_tf,
-              std::mt19937_64& rng) {
+void moe_case(int64_t E, int64_t k, const std::vector<MoeRun>& runs, double copy_gbs,
+              double gemm_tf, std::mt19937_64& rng) {
   const int64_t L = 3584, I = 3072;
   const size_t mat = static_cast<size_t>(I * L / 2), sc = static_cast<size_t>(I * L / 32);
   uint8_t *packed = nullptr, *scales = nullptr;
@@ -339,7 +346,8 @@ void moe_case(int64_t E, int64_t k, const std::vector<int64_t>& Ts, double copy_
     };
     ex[e] = {m(0, I, L), m(1, I, L), m(2, L, I)};
   }
-  for (int64_t T : Ts) {
+  for (const MoeRun& run : runs) {
+    const int64_t T = run.T;
     std::vector<int32_t> sel(T * k), ids(E);
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t e = 0; e < E; ++e) ids[e] = static_cast<int32_t>(e);
@@ -358,7 +366,7 @@ void moe_case(int64_t E, int64_t k, const std::vector<int64_t>& Ts, double copy_
     float* c = nullptr;
     ck(cudaMalloc(&c, T * L * 4), "malloc");
     const double ms = median_ms(g_stream, 2, 5, [&] {
-      moe_experts_cuda(z, dsel, w, ex.data(), {T, k, E, {4.0f, 25.0f}}, c);
+      moe_experts_cuda(z, dsel, w, ex.data(), {T, k, E, {4.0f, 25.0f}, run.bf16}, c);
     });
     // The host's share: one more call's enqueue time (the GPU idles while it exceeds the
     // kernels' time; small steps with many experts are where it shows).
@@ -371,10 +379,11 @@ void moe_case(int64_t E, int64_t k, const std::vector<int64_t>& Ts, double copy_
     const double bytes_ms = bytes / (copy_gbs * 1e9) * 1e3,
                  flop_ms = flops / (gemm_tf * 1e12) * 1e3;
     std::printf(
-        "moe E=%lld top-%lld T=%-5lld %10.3f ms  %lld experts touched: bytes floor %.3f ms "
+        "moe E=%lld top-%lld T=%-5lld %s %10.3f ms  %lld experts touched: bytes floor %.3f ms "
         "(%.1f%%), FLOP floor %.3f ms (%.1f%%), host enqueue %.0f us\n",
-        (long long)E, (long long)k, (long long)T, ms, (long long)touched, bytes_ms,
-        100.0 * bytes_ms / ms, flop_ms, 100.0 * flop_ms / ms, host_us);
+        (long long)E, (long long)k, (long long)T, run.bf16 ? "bf16" : "fp32", ms,
+        (long long)touched, bytes_ms, 100.0 * bytes_ms / ms, flop_ms, 100.0 * flop_ms / ms,
+        host_us);
     cudaFree(dsel);
     cudaFree(z);
     cudaFree(w);
@@ -414,8 +423,10 @@ int bench_ops() {
   }
   if (section("moe")) {
     std::printf("== moe routed experts (MXFP4, latent 3584, expert 3072)\n");
-    moe_case(32, 16, {1, 16, 64}, copy, gemm, rng);
-    moe_case(896, 16, {1, 16, 64, 128, 4096}, copy, gemm, rng);
+    // T > 128 runs the grouped GEMMs (moe_gemm.cu): fp32-grade (three bf16 parts) and the
+    // model's bf16 inputs; E=32 T=8192 is the e2e slice's prefill shape.
+    moe_case(32, 16, {{1}, {16}, {64}, {8192, true}}, copy, gemm, rng);
+    moe_case(896, 16, {{1}, {16}, {64}, {128}, {4096}, {4096, true}}, copy, gemm, rng);
   }
   if (section("kda")) {
     std::printf("== kda\n");

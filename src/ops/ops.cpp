@@ -2,6 +2,7 @@
 #include "ops/ops.h"
 
 #include "core/parallel.h"
+#include "core/precision.h"
 #include "ops/attn_res/attn_res.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/copy/copy.h"
@@ -308,8 +309,10 @@ void moe_experts(Ctx& ctx, const Tensor& z, const Tensor& sel, const Tensor& wei
             weight.numel() == T * k && experts[0].down.rows == L,
         "moe_experts: z [", T, ", ", z.dim(-1), "], sel ", sel.numel(), ", c ", c.numel(),
         " for experts of width ", L);
+  // bf16 precision (core/precision.h) lets the device carry the expert inputs as bf16 too.
+  const bool bf16_act = active_precision() == Precision::bf16;
   kMoeExpertsOp.on(ctx)(z.f32(), sel.ptr<int32_t>(), weight.f32(), experts.data(),
-                        {T, k, static_cast<int64_t>(experts.size()), situ}, c.f32());
+                        {T, k, static_cast<int64_t>(experts.size()), situ, bf16_act}, c.f32());
 }
 
 void gather_choice_rows(Ctx& ctx, const Tensor& src, std::span<const int64_t> choice, int64_t k,

@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 
+#include "backend/cuda/cuda.h"
 #include "core/bf16.h"
 #include "core/cpu_isa.h"
 #include "core/error.h"
@@ -366,6 +367,35 @@ TEST(AmxKernels, LinearOnTilesMatchesReferenceAndIsBatchInvariant) {
     }
   }
   set_bf16_amx_allowed(amx_on_by_env());
+  set_precision(saved);
+}
+
+// The CUDA GEMM path (T > 8) in bf16 precision: x rounded once (RNE), the exact weights
+// (MXFP4 widened to bf16), fp32 accumulation on the tensor cores: the same reference and
+// tolerance as the CPU paths (the GEMV, T <= 8, keeps fp32 activations: not tested here).
+TEST(LinearBf16, CudaGemmMatchesDoubleReferenceOnRoundedActivations) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const Precision saved = active_precision();
+  set_precision(Precision::bf16);
+  cuda_set_host_staging(true);  // host pointers in and out, as the op harness does
+  for (MatFormat f : {MatFormat::bf16, MatFormat::mxfp4}) {
+    for (auto [T, rows, cols] : {std::tuple<int64_t, int64_t, int64_t>{9, 7, 64},
+                                 {17, 64, 96},
+                                 {64, 33, 160},
+                                 {129, 9, 1024},
+                                 {300, 130, 256},
+                                 {2048, 64, 512}}) {
+      std::mt19937_64 rng(T * 1000003 + rows * 1009 + cols);
+      Weight w = random_weight(rng, rows, cols, f);
+      const std::vector<float> x = randn(rng, T * cols);
+      std::vector<float> got(T * rows);
+      kLinearOp.get(Impl::cuda)(x.data(), T, w.mat, got.data());
+      const Ref ref = reference_bf16(x, T, w.mat);
+      EXPECT_LE(rel_max_error(got, ref.y, ref.scale), kTol)
+          << "cuda " << format_name(f) << " " << cat_shape(T, rows, cols);
+    }
+  }
+  cuda_set_host_staging(false);
   set_precision(saved);
 }
 

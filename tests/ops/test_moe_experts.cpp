@@ -1,8 +1,7 @@
 // The routed experts as one op against the per-choice double reference: BF16, F32 and packed
 // MXFP4 experts; one token, a few, several 8-token tiles per expert, every expert chosen
-// (k = E), experts nobody chose, more than 128 tokens (the device's per-expert path); widths
-// off the vector widths for BF16/F32.
-// widths off the vector widths for BF16/F32.
+// (k = E), experts nobody chose, more than 128 tokens (the device's grouped GEMMs, and its
+// per-expert path for BF16/F32); widths off the vector widths for BF16/F32.
 #include <gtest/gtest.h>
 
 #include "core/bf16.h"
@@ -65,38 +64,86 @@ const char* fmt_name(MatFormat f) {
   return f == MatFormat::mxfp4 ? "mxfp4" : f == MatFormat::bf16 ? "bf16" : "f32";
 }
 
+// hot: every token chooses expert 0 (one expert takes all rows, the rest share the others).
+// bf16_act: the device may carry the expert inputs as bf16 (moe_experts.h), held to 1e-2, the
+// GPU step's bound (rounding z and h once each gives about 2e-3 here); else 1e-5.
+// rounded_ref: against the reference below instead, which rounds z and h to bf16 as the device
+// does: with scale codes over the whole range, rounding z alone moves outputs by 20% of
+// max|want| (gates near a cancellation flip), so only the rounded reference can bound them.
 // same: every token picks experts 1 … k (so one expert holds all T rows when k = 1).
+struct CaseOpts {
+  bool hot = false, bf16_act = false, rounded_ref = false, same = false;
+};
+constexpr CaseOpts kSame{false, false, false, true};
+
+float round_bf16(double v) { return bf16_to_f32(f32_to_bf16(static_cast<float>(v))); }
+
+// moe_experts_ref with z and the SiTU-GLU output h rounded to bf16 (in double otherwise).
+void moe_ref_rounded(const float* z, const int32_t* sel, const float* weight,
+                     const ExpertMats* experts, MoeExpertsShape s, double* c) {
+  const int64_t L = experts[0].gate.cols, I = experts[0].gate.rows;
+  std::vector<float> wrow(static_cast<size_t>(std::max(L, I))), zb(static_cast<size_t>(L));
+  std::vector<double> h(static_cast<size_t>(I));
+  for (int64_t t = 0; t < s.T; ++t) {
+    for (int64_t i = 0; i < L; ++i) zb[i] = round_bf16(z[t * L + i]);
+    for (int64_t r = 0; r < L; ++r) c[t * L + r] = 0;
+    for (int64_t j = 0; j < s.k; ++j) {
+      const ExpertMats& w = experts[sel[t * s.k + j]];
+      for (int64_t r = 0; r < I; ++r) {
+        double ga = 0, up = 0;
+        mat_row(w.gate, r, wrow.data());
+        for (int64_t i = 0; i < L; ++i) ga += double(wrow[i]) * zb[i];
+        mat_row(w.up, r, wrow.data());
+        for (int64_t i = 0; i < L; ++i) up += double(wrow[i]) * zb[i];
+        h[r] = round_bf16(situ_glu_ref(ga, up, s.situ));
+      }
+      for (int64_t r = 0; r < L; ++r) {
+        mat_row(w.down, r, wrow.data());
+        double d = 0;
+        for (int64_t i = 0; i < I; ++i) d += double(wrow[i]) * h[i];
+        c[t * L + r] += double(weight[t * s.k + j]) * d;
+      }
+    }
+  }
+}
+
 OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat f,
-                ScaleRange sr = {}, bool same = false) {
+                ScaleRange sr = {}, CaseOpts o = {}) {
   const std::string shape =
       "T=" + std::to_string(T) + " k=" + std::to_string(k) + " E=" + std::to_string(E) +
       " L=" + std::to_string(L) + " I=" + std::to_string(I) + " " + fmt_name(f) +
       (sr.lo != 120 ? " scales " + std::to_string(sr.lo) + "+" + std::to_string(sr.span) : "") +
-      (same ? " same experts" : "");
-  return {"moe_experts", shape, 1e-5, [=](std::mt19937_64& rng, Impl impl) {
-            const Experts ex = random_experts(E, L, I, f, rng, sr);
-            const std::vector<float> z = randn(rng, T * L);
-            std::vector<int32_t> sel(T * k);
-            std::vector<int32_t> ids(E);
-            for (int64_t t = 0; t < T; ++t) {  // k distinct experts, ascending (the router's)
-              for (int64_t e = 0; e < E; ++e) ids[e] = static_cast<int32_t>(e);
-              // Leave the last expert unchosen when k < E, so some experts get no rows.
-              if (same) {
-                std::rotate(ids.begin(), ids.begin() + 1, ids.end());  // 1 … k, expert 0 idle
-              } else {
-                std::shuffle(ids.begin(), ids.end() - (k < E ? 1 : 0), rng);
-              }
-              std::sort(ids.begin(), ids.begin() + k);
-              std::copy_n(ids.begin(), k, sel.begin() + t * k);
-            }
-            const std::vector<float> weight = randu(rng, T * k, 0.05, 1.0);
-            std::vector<float> got = randn(rng, T * L), want(T * L);  // c is overwritten
-            const MoeExpertsShape s{T, k, E, {4.0f, 25.0f}};
-            kMoeExpertsOp.ref(z.data(), sel.data(), weight.data(), ex.mats.data(), s, want.data());
-            kMoeExpertsOp.get(impl)(z.data(), sel.data(), weight.data(), ex.mats.data(), s,
-                                    got.data());
-            return Outputs{got, widen(want)};
-          }};
+      (o.hot ? " hot" : "") + (o.bf16_act ? " bf16act" : "") +
+      (o.rounded_ref ? " rounded-ref" : "") + (o.same ? " same experts" : "");
+  return {
+      "moe_experts", shape, o.bf16_act ? 1e-2 : 1e-5, [=](std::mt19937_64& rng, Impl impl) {
+        const Experts ex = random_experts(E, L, I, f, rng, sr);
+        const std::vector<float> z = randn(rng, T * L);
+        std::vector<int32_t> sel(T * k);
+        std::vector<int32_t> ids(E);
+        for (int64_t t = 0; t < T; ++t) {  // k distinct experts, ascending (the router's)
+          for (int64_t e = 0; e < E; ++e) ids[e] = static_cast<int32_t>(e);
+          // Leave the last expert unchosen when k < E, so some experts get no rows.
+          if (o.same) {
+            std::rotate(ids.begin(), ids.begin() + 1, ids.end());  // 1 … k, expert 0 idle
+          } else {
+            std::shuffle(ids.begin() + (o.hot ? 1 : 0), ids.end() - (k < E ? 1 : 0), rng);
+          }
+          std::sort(ids.begin(), ids.begin() + k);
+          std::copy_n(ids.begin(), k, sel.begin() + t * k);
+        }
+        const std::vector<float> weight = randu(rng, T * k, 0.05, 1.0);
+        std::vector<float> got = randn(rng, T * L), want(T * L);  // c is overwritten
+        const MoeExpertsShape s{T, k, E, {4.0f, 25.0f}, o.bf16_act};
+        kMoeExpertsOp.ref(z.data(), sel.data(), weight.data(), ex.mats.data(), s, want.data());
+        kMoeExpertsOp.get(impl)(z.data(), sel.data(), weight.data(), ex.mats.data(), s, got.data());
+        if (o.rounded_ref && impl == Impl::cuda) {  // (the CPU ignores bf16_act)
+          std::vector<double> rounded(T * L);
+          moe_ref_rounded(z.data(), sel.data(), weight.data(), ex.mats.data(), s, rounded.data());
+          return Outputs{got, rounded};
+        }
+        return Outputs{got, widen(want)};
+      }};
 }
 
 std::vector<OpCase> cases() {
@@ -140,12 +187,25 @@ std::vector<OpCase> cases() {
   v.push_back(moe_case(64, 8, 300, 96, 64, MatFormat::mxfp4));
   v.push_back(moe_case(64, 8, 100, 64, 64, MatFormat::mxfp4));
   v.push_back(moe_case(128, 16, 200, 64, 32, MatFormat::mxfp4));
-  v.push_back(moe_case(128, 1, 4, 64, 32, MatFormat::mxfp4, {}, true));  // one expert: 128 rows
-  v.push_back(moe_case(33, 3, 5, 96, 64, MatFormat::mxfp4, {}, true));   // three experts
-  v.push_back(moe_case(3, 2, 64, 64, 32, MatFormat::mxfp4, {}, true));   // 9 columns, 8 a window
-  v.push_back(moe_case(8, 4, 16, 64, 32, MatFormat::mxfp4, {}, true));   // 24, 16 a window
+  v.push_back(moe_case(128, 1, 4, 64, 32, MatFormat::mxfp4, {}, kSame));  // one expert: 128 rows
+  v.push_back(moe_case(33, 3, 5, 96, 64, MatFormat::mxfp4, {}, kSame));   // three experts
+  v.push_back(moe_case(3, 2, 64, 64, 32, MatFormat::mxfp4, {}, kSame));   // 9 columns, 8 a window
+  v.push_back(moe_case(8, 4, 16, 64, 32, MatFormat::mxfp4, {}, kSame));   // 24, 16 a window
   v.push_back(moe_case(2, 2, 3, 1056, 64, MatFormat::mxfp4));
   v.push_back(moe_case(1, 1, 2, 4224, 32, MatFormat::mxfp4));
+  // The device's grouped GEMMs (moe_gemm.cu, steps over 128 tokens): partial 128-slot tiles,
+  // one expert with every row (E = 1, hot), column tails of a 64-column step (L = 96, 160),
+  // partial weight-row tiles (I = 160, 192), several row and column tiles, wide scales; each
+  // fp32-grade (three parts) and with bf16 activations.
+  for (const bool b : {false, true}) {
+    const CaseOpts o{false, b}, hot{true, b};
+    v.push_back(moe_case(129, 2, 3, 64, 32, MatFormat::mxfp4, {}, o));
+    v.push_back(moe_case(300, 4, 8, 96, 160, MatFormat::mxfp4, {}, o));
+    v.push_back(moe_case(300, 1, 1, 128, 64, MatFormat::mxfp4, {}, o));
+    v.push_back(moe_case(257, 3, 5, 256, 192, MatFormat::mxfp4, {}, hot));
+    v.push_back(moe_case(200, 2, 4, 160, 96, MatFormat::mxfp4, {0, 161}, {false, b, b}));
+    v.push_back(moe_case(4096, 4, 16, 64, 64, MatFormat::mxfp4, {}, o));
+  }
   // More choices x L than one wave of experts holds (moe_experts.cpp: 2^21 floats).
   v.push_back(moe_case(1100, 4, 9, 512, 8, MatFormat::f32));
   return v;

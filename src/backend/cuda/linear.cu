@@ -5,7 +5,9 @@
 //   T > 8:  tensor-core GEMM through cuBLAS. x is split into three bf16 parts (x = hi + mid +
 //           lo to about 2^-27 relative), all multiplied in one GEMM against the BF16 weights
 //           with fp32 accumulation and summed, so the result keeps fp32 accuracy (the op's
-//           1e-6 tolerance; two parts, 2^-18, missed it). MXFP4 weights
+//           1e-6 tolerance; two parts, 2^-18, missed it). In bf16 precision (core/precision.h,
+//           as the CPU's: not for F32 weights or Mat::keep_fp32) x is rounded once to bf16
+//           instead, one part: a third of the matrix work. MXFP4 weights
 //           are first widened to BF16 (exact: E2M1 × 2^k fits a bf16) in scratch; F32 weights
 //           use SGEMM.
 #include <cuda_bf16.h>
@@ -13,6 +15,7 @@
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/launchers.h"
 #include "backend/cuda/runtime.cuh"
+#include "core/precision.h"
 #include "ops/mxfp4/mxfp4.h"
 
 namespace k3 {
@@ -167,22 +170,42 @@ __global__ void widen_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_
   out[e + 1] = __float2bfloat16_rn(cuda::fp4(v >> 4) * sc);
 }
 
-// y [T, R] = x [T, C] · W [R, C]ᵀ with W bf16: cuBLAS is column-major, so this is
-// yᵀ (R×T) = W (C×R)ᵀ · xᵀ (C×T), over the 3T rows of the split x in one GEMM.
+// xb [T, C] = x rounded to bf16 (round to nearest even, as the CPU's f32_to_bf16).
+__global__ void round_bf16(const float* x, int64_t n, __nv_bfloat16* xb) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) xb[i] = __float2bfloat16_rn(x[i]);
+}
+
+// out [n_rows, R] fp32 = xs [n_rows, C] · W [R, C]ᵀ with W bf16: cuBLAS is column-major, so
+// this is outᵀ (R×n) = W (C×R)ᵀ · xsᵀ (C×n).
+void gemm_bf16(const __nv_bfloat16* xs, int64_t n_rows, const __nv_bfloat16* w, int64_t R,
+               int64_t C, float* out) {
+  const float one = 1.0f, zero = 0.0f;
+  cuda::check_blas(cuda::blas_api().gemm_ex(
+                       cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
+                       static_cast<int>(n_rows), static_cast<int>(C), &one, w, CUDA_R_16BF,
+                       static_cast<int>(C), xs, CUDA_R_16BF, static_cast<int>(C), &zero, out,
+                       CUDA_R_32F, static_cast<int>(R), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "linear (bf16 gemm)");
+}
+
+// y [T, R] = x [T, C] · W [R, C]ᵀ with W bf16: the 3T rows of the split x in one GEMM, summed;
+// or (one_part) x rounded to bf16 once.
 void gemm_bf16_split(const float* x, int64_t T, const __nv_bfloat16* w, int64_t R, int64_t C,
-                     float* y) {
+                     bool one_part, float* y) {
+  if (one_part) {
+    cuda::Scratch xs(T * C * sizeof(__nv_bfloat16));
+    auto* xb = static_cast<__nv_bfloat16*>(xs.get());
+    round_bf16<<<blocks_for(T * C, 256), 256, 0, stream()>>>(x, T * C, xb);
+    check_launch("linear (round)");
+    gemm_bf16(xb, T, w, R, C, y);
+    return;
+  }
   cuda::Scratch xs(3 * T * C * sizeof(__nv_bfloat16)), tmp(3 * T * R * sizeof(float));
   auto* parts = static_cast<__nv_bfloat16*>(xs.get());
   split_bf16<<<blocks_for(T * C, 256), 256, 0, stream()>>>(x, T * C, parts);
   check_launch("linear (split)");
-  const float one = 1.0f, zero = 0.0f;
-  cuda::check_blas(
-      cuda::blas_api().gemm_ex(cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
-                               static_cast<int>(3 * T), static_cast<int>(C), &one, w, CUDA_R_16BF,
-                               static_cast<int>(C), parts, CUDA_R_16BF, static_cast<int>(C), &zero,
-                               tmp.get(), CUDA_R_32F, static_cast<int>(R), CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT),
-      "linear (bf16 gemm)");
+  gemm_bf16(parts, 3 * T, w, R, C, static_cast<float*>(tmp.get()));
   add_thirds<<<blocks_for(T * R, 256), 256, 0, stream()>>>(static_cast<const float*>(tmp.get()),
                                                            T * R, y);
   check_launch("linear (sum)");
@@ -235,8 +258,10 @@ void linear_device(const float* x, int64_t T, const Mat& w, float* y) {
     gemm_f32(x, T, static_cast<const float*>(w.data), w.rows, w.cols, y);
     return;
   }
+  // bf16 precision as on the CPU (linear.cpp): the stored low-precision weights, not the router.
+  const bool one_part = active_precision() == Precision::bf16 && !w.keep_fp32;
   if (w.format == MatFormat::bf16) {
-    gemm_bf16_split(x, T, static_cast<const __nv_bfloat16*>(w.data), w.rows, w.cols, y);
+    gemm_bf16_split(x, T, static_cast<const __nv_bfloat16*>(w.data), w.rows, w.cols, one_part, y);
     return;
   }
   Scratch wide(static_cast<size_t>(w.rows * w.cols) * 2);
@@ -245,7 +270,7 @@ void linear_device(const float* x, int64_t T, const Mat& w, float* y) {
       static_cast<const uint8_t*>(w.data), w.scales, n_bytes, w.cols,
       static_cast<__nv_bfloat16*>(wide.get()));
   check_launch("linear (widen mxfp4)");
-  gemm_bf16_split(x, T, static_cast<const __nv_bfloat16*>(wide.get()), w.rows, w.cols, y);
+  gemm_bf16_split(x, T, static_cast<const __nv_bfloat16*>(wide.get()), w.rows, w.cols, one_part, y);
 }
 
 Mat device_mat(Args& a, const Mat& w) {

@@ -2,12 +2,15 @@
 // tiles of blockDim with an online softmax (scratch does not grow with the context). The
 // absorbed op runs the split-KV kernels of mla_decode.cu; the simple absorbed kernel here is
 // their fallback for latents wider than their tiles.
-//   expanded: scores q_h·k_h over the causal window, o = Σ p v_h.
+//   expanded: scores q_h·k_h over the causal window, o = Σ p v_h (in bf16 precision the
+//             flash kernel of mla_prefill.cu for the K3 head widths).
 //   absorbed: q̃ = W_UKᵀ q^N, scores q̃·ĉ + q^R·r over the paged latent cache, ō = Σ p ĉ,
 //             o = W_UV ō.
 #include "backend/cuda/launchers.h"
+#include "backend/cuda/mla_prefill.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/runtime.cuh"
+#include "core/precision.h"
 
 namespace k3 {
 namespace {
@@ -235,6 +238,11 @@ void mla_expanded_cuda(const float* q, const float* k, const float* v, MlaShape 
   const float* dk = a.in(k, S * s.H * Dq);
   const float* dv = a.in(v, S * s.H * s.Dv);
   float* dout = a.out(o, s.T * s.H * s.Dv);
+  // bf16 precision (core/precision.h): the flash kernel on the tensor cores (mla_prefill.h).
+  if (active_precision() == Precision::bf16 && cuda::mla_prefill_bf16_supported(s)) {
+    cuda::mla_prefill_bf16(dq, dk, dv, s, dout);
+    return;
+  }
   const float scale = 1.0f / sqrtf(static_cast<float>(Dq));
   const size_t tiled = tiled_smem(s);
   if (s.Dv <= kThreads && tiled <= 200 * 1024) {

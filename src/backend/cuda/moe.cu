@@ -8,8 +8,11 @@
 //   BF16/F32 experts, steps of up to 128 tokens: grouped GEMV kernels straight from the stored
 //     weights, one block row per (active expert, 8 weight rows), each weight row read once per
 //     8 of its tokens; 9 launches per layer whatever the expert count;
-//   larger steps: the group offsets come back to the host and each expert with rows runs the
-//     tensor-core linear (linear_device).
+//   MXFP4 experts, larger steps (prefill): the grouped GEMMs of moe_gemm.cu, one launch per
+//     projection over all experts (tiles found on the device), SiTU-GLU fused into gate/up;
+//     activations as one bf16 part when the caller allows (bf16_act), else three;
+//   BF16/F32 experts, larger steps: the group offsets come back to the host and each expert
+//     with rows runs the tensor-core linear (linear_device).
 // Rows inside an expert group land in any order (atomics), which changes nothing: each row's
 // result depends on its own input only, and the combine sums a token's choices in j order.
 #include <mutex>
@@ -19,6 +22,7 @@
 
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/launchers.h"
+#include "backend/cuda/moe_gemm.h"
 #include "backend/cuda/moe_mma.h"
 #include "backend/cuda/runtime.cuh"
 
@@ -253,6 +257,37 @@ const cuda::Mxfp4Expert* mxfp4_table(Args& a, const ExpertMats* experts, int64_t
   return static_cast<const cuda::Mxfp4Expert*>(en.table.get());
 }
 
+// The grouped GEMMs (moe_gemm.h) from the grouping tables: c [T, L].
+void moe_gemm_path(const float* dz, const int32_t* choice_of, const int32_t* slot_of,
+                   const int32_t* offsets, const float* dw, const std::vector<ExpertPtrs>& ptrs,
+                   const MoeExpertsShape& s, int64_t L, int64_t I, float* dc, Args& a) {
+  const int64_t N = s.T * s.k, E = s.E;
+  const int parts = s.bf16_act ? 1 : 3;
+  std::vector<cuda::MoeGemmExpert> mx(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    for (int w = 0; w < 3; ++w) {
+      mx[e].data[w] = static_cast<const uint8_t*>(ptrs[e].data[w]);
+      mx[e].scales[w] = ptrs[e].scales[w];
+    }
+  }
+  const cuda::MoeGemmExpert* dmx = a.host_array(mx.data(), mx.size());
+  const int64_t max_tiles = cuda::moe_gemm_max_tiles(N, E);
+  Scratch tiles_s(static_cast<size_t>(3 * max_tiles + 1) * sizeof(int32_t));
+  auto* tp = static_cast<int32_t*>(tiles_s.get());
+  const cuda::MoeGemmTiles tiles{tp, tp + max_tiles, tp + 2 * max_tiles, tp + 3 * max_tiles,
+                                 max_tiles};
+  Scratch xs_s(parts * N * L * 2), hs_s(parts * N * I * 2), y_s(N * L * sizeof(float));
+  auto* xs = static_cast<__nv_bfloat16*>(xs_s.get());
+  auto* hs = static_cast<__nv_bfloat16*>(hs_s.get());
+  float* y = static_cast<float*>(y_s.get());
+  cuda::moe_gemm_tiles(offsets, E, tiles);
+  cuda::moe_gemm_gather(dz, choice_of, N, s.k, L, parts, xs);
+  cuda::moe_gemm_gate_up(xs, parts, tiles, dmx, N, L, I, s.situ, hs);
+  cuda::moe_gemm_down(hs, parts, tiles, dmx, N, I, L, y);
+  combine<<<blocks_for(s.T * L, 256), 256, 0, stream()>>>(y, slot_of, dw, s.T, s.k, L, dc);
+  check_launch("moe_experts (combine)");
+}
+
 }  // namespace
 
 void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
@@ -318,6 +353,10 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
       ptrs[e].scales[w] = dev[3 * e + w].scales;
       aligned &= reinterpret_cast<uintptr_t>(ptrs[e].data[w]) % 16 == 0;
     }
+  }
+  if (g0.format == MatFormat::mxfp4 && aligned) {  // T > kMmaMaxT here
+    moe_gemm_path(dz, choice_of, slot_of, offsets, dw, ptrs, s, L, I, dc, a);
+    return;
   }
   Scratch zin_s(N * L * sizeof(float)), ga_s(N * I * sizeof(float)), up_s(N * I * sizeof(float));
   Scratch y_s(N * L * sizeof(float));

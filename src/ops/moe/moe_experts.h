@@ -23,6 +23,11 @@ struct MoeExpertsShape {
   int64_t k = 0;  // choices per token
   int64_t E = 0;  // experts
   SituParams situ;
+  // The device may carry the expert inputs (z and the SiTU-GLU output) as bf16, rounded once,
+  // with fp32 accumulation, in steps of more than 128 tokens (prefill GEMMs; about 1e-3
+  // relative error, its own test). false keeps fp32-grade results (the op's 1e-5); the CPU
+  // ignores it. op::moe_experts sets it in bf16 precision (core/precision.h).
+  bool bf16_act = false;
 };
 
 // z [T, L], sel (i32) [T, k] (expert ids in [0, E), ascending per token), weight [T, k],
