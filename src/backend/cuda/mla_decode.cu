@@ -10,7 +10,9 @@
 //   3. combine: the key ranges' partial (max, sum, O) of each row merged into ō.
 //   4. head_gemv: o = W_UV ō per (token, head).
 // Precision: kSplit (the op's launcher) carries every fp32 operand as bf16 hi + lo and adds
-// hi·hi + hi·lo + lo·hi (fp32-grade, ~2^-16 per product); the bf16 variant uses hi·hi only.
+// hi·hi + hi·lo + lo·hi + lo·lo (fp32-grade: what is left is the ~2^-17 by which hi + lo misses
+// each fp32 operand; without lo·lo a long-standing op case missed 2e-5); the bf16 variant uses
+// hi·hi only.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -225,11 +227,11 @@ __device__ void init_rows(const Smem& sm, const float* qt, const SeqInfo& sq, co
 }
 
 // S tile (m, n) of warp w (fp32-grade kernel): q̃ rows m·16 … against keys n·8 …, over all of
-// wp columns; hi·hi, hi·lo and lo·hi in separate chains (independent mma.sync in flight).
+// wp columns; hi·hi, hi·lo, lo·hi and lo·lo in separate chains (independent mma.sync in flight).
 __device__ void score_tile_split(const Smem& sm, int ldw, int wp) {
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m = w / 4, n = w % 4;
-  float c[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
+  float c[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0}, c3[4] = {0, 0, 0, 0};
   const int ra = (m * 16 + g) * ldw + 2 * t, rb = (n * 8 + g) * ldw + 2 * t;
 #pragma unroll 2
   for (int k0 = 0; k0 < wp; k0 += 16) {
@@ -242,12 +244,13 @@ __device__ void score_tile_split(const Smem& sm, int ldw, int wp) {
     mma(c, a, b);
     mma(c1, a, bl);
     mma(c2, al, b);
+    mma(c3, al, bl);
   }
   float* s = sm.s + (m * 16 + g) * Smem::kLdS + n * 8 + 2 * t;
-  s[0] = c[0] + (c1[0] + c2[0]);
-  s[1] = c[1] + (c1[1] + c2[1]);
-  s[8 * Smem::kLdS] = c[2] + (c1[2] + c2[2]);
-  s[8 * Smem::kLdS + 1] = c[3] + (c1[3] + c2[3]);
+  s[0] = c[0] + ((c1[0] + c2[0]) + c3[0]);
+  s[1] = c[1] + ((c1[1] + c2[1]) + c3[1]);
+  s[8 * Smem::kLdS] = c[2] + ((c1[2] + c2[2]) + c3[2]);
+  s[8 * Smem::kLdS + 1] = c[3] + ((c1[3] + c2[3]) + c3[3]);
 }
 
 // The bf16 kernel's q̃ fragments of warp w: rows (w % 3)·16 …, k-steps (w / 3)·kQSteps + i.
@@ -390,6 +393,8 @@ __device__ void value_tiles(const Smem& sm, int ldw, int Dc, float (&acc)[kOTile
       mma(acc[i], ah1, bl1);
       mma(acc[i], al0, b0);
       mma(acc[i], al1, b1);
+      mma(acc[i], al0, bl0);
+      mma(acc[i], al1, bl1);
     }
   }
 }
