@@ -297,16 +297,18 @@ void l2_norm_cuda(const float* x, int64_t rows, int64_t n, float eps, float* y) 
 // ---- conv1d + SiLU: a thread per (channel, tile of kConvTile tokens); the history is reread from
 // x (or the old state before token 0), so tiles run in parallel (one thread per channel walking
 // all 8K tokens was 47 ms of an 8K prefill). The new state is written by a second launch, after
-// every tile has read the old one. ----
+// every tile has read the old one, except when each sequence is a single tile (decode steps): then
+// that tile writes it, saving a launch. ----
 
 namespace {
 
 constexpr int kConvTile = 16;
 constexpr int kConvMaxW = 8;
 
-// Rows [t0, t0 + n) of one channel c, for tokens [r0, r0 + kConvTile) of the sequence.
-__device__ void conv_tile(const float* x, const float* w, const float* state, int64_t n, int64_t C,
-                          int W, int64_t c, int64_t r0, float* y) {
+// Rows [t0, t0 + n) of one channel c, for tokens [r0, r0 + kConvTile) of the sequence; with
+// own_state (the sequence is this one tile) also the channel's new history.
+__device__ void conv_tile(const float* x, const float* w, float* state, int64_t n, int64_t C, int W,
+                          int64_t c, int64_t r0, bool own_state, float* y) {
   const int H = W - 1;
   float hist[kConvMaxW];
   for (int j = 0; j < H; ++j) {  // hist[j] is token r0 - H + j
@@ -323,6 +325,9 @@ __device__ void conv_tile(const float* x, const float* w, const float* state, in
     for (int j = 0; j + 1 < H; ++j) hist[j] = hist[j + 1];
     if (H > 0) hist[H - 1] = cur;
   }
+  if (own_state) {
+    for (int j = 0; j < H; ++j) state[c * H + j] = hist[j];
+  }
 }
 
 // The new history of channel c: tokens n - H .. n - 1, from x or (n < H) the old state. Ascending
@@ -335,11 +340,11 @@ __device__ void conv_state(const float* x, float* state, int64_t n, int64_t C, i
   }
 }
 
-__global__ void conv_kernel(const float* x, const float* w, const float* state, int64_t T,
-                            int64_t C, int W, float* y) {
+__global__ void conv_kernel(const float* x, const float* w, float* state, int64_t T, int64_t C,
+                            int W, bool own_state, float* y) {
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   const int64_t r0 = int64_t{blockIdx.y} * kConvTile;
-  if (c < C && r0 < T) conv_tile(x, w, state, T, C, W, c, r0, y);
+  if (c < C && r0 < T) conv_tile(x, w, state, T, C, W, c, r0, own_state, y);
 }
 
 __global__ void conv_state_kernel(const float* x, float* state, int64_t T, int64_t C, int W) {
@@ -349,11 +354,12 @@ __global__ void conv_state_kernel(const float* x, float* state, int64_t T, int64
 
 // The varlen batch: blockIdx.z is the sequence (its rows and its own history).
 __global__ void conv_batch_kernel(const float* x, const float* w, const Conv1dSeq* seqs, int64_t C,
-                                  int W, float* y) {
+                                  int W, bool own_state, float* y) {
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   const int64_t r0 = int64_t{blockIdx.y} * kConvTile;
   const Conv1dSeq q = seqs[blockIdx.z];
-  if (c < C && r0 < q.n) conv_tile(x + q.t0 * C, w, q.state, q.n, C, W, c, r0, y + q.t0 * C);
+  if (c < C && r0 < q.n)
+    conv_tile(x + q.t0 * C, w, q.state, q.n, C, W, c, r0, own_state, y + q.t0 * C);
 }
 
 __global__ void conv_batch_state_kernel(const float* x, const Conv1dSeq* seqs, int64_t C, int W) {
@@ -380,8 +386,11 @@ void conv1d_silu_cuda(const float* x, const float* w, float* state, Conv1dShape 
   float* dy = a.out(y, s.T * s.C);
   const unsigned cb = static_cast<unsigned>(blocks_for(s.C, 128));
   const dim3 grid(cb, conv_tiles(s.T, "conv1d_silu"));
-  conv_kernel<<<grid, 128, 0, stream()>>>(dx, dw, ds, s.T, s.C, static_cast<int>(s.W), dy);
+  const bool own_state = s.T <= kConvTile;
+  conv_kernel<<<grid, 128, 0, stream()>>>(dx, dw, ds, s.T, s.C, static_cast<int>(s.W), own_state,
+                                          dy);
   check_launch("conv1d_silu");
+  if (own_state) return;
   conv_state_kernel<<<cb, 128, 0, stream()>>>(dx, ds, s.T, s.C, static_cast<int>(s.W));
   check_launch("conv1d_silu state");
 }
@@ -408,8 +417,11 @@ void conv1d_silu_batch_cuda(const float* x, const float* w, const Conv1dSeq* seq
   const unsigned cb = static_cast<unsigned>(blocks_for(s.C, 128));
   const unsigned ns = static_cast<unsigned>(n_seqs);
   const dim3 grid(cb, conv_tiles(max_n, "conv1d_silu_batch"), ns);
-  conv_batch_kernel<<<grid, 128, 0, stream()>>>(dx, dw, dseqs, s.C, static_cast<int>(s.W), dy);
+  const bool own_state = max_n <= kConvTile;
+  conv_batch_kernel<<<grid, 128, 0, stream()>>>(dx, dw, dseqs, s.C, static_cast<int>(s.W),
+                                                own_state, dy);
   check_launch("conv1d_silu_batch");
+  if (own_state) return;
   conv_batch_state_kernel<<<dim3(cb, ns), 128, 0, stream()>>>(dx, dseqs, s.C,
                                                               static_cast<int>(s.W));
   check_launch("conv1d_silu_batch state");
