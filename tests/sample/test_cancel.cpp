@@ -171,16 +171,23 @@ TEST(Cancel, EngineRefusesAHalfUpdatedSequenceUntilReset) {
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 37 % 6000);
   b.clear();
   b.add(a, ids);
-  bool threw = false;
-  {
-    LateSetter setter(flag, std::chrono::milliseconds(50));
+  // The flag has to land between two layers of the step. On a fast, idle machine a 50 ms flag
+  // can come after the step's last poll (the step then completes): shorter delays are tried on
+  // a reset sequence until one lands mid-step.
+  bool mid_step = false;
+  for (int delay_ms : {50, 20, 8, 3, 1}) {
+    engine.reset(a);
+    flag.store(false);
+    LateSetter setter(flag, std::chrono::milliseconds(delay_ms));
     try {
       engine.step(b);
     } catch (const Cancelled&) {
-      threw = true;
+      mid_step = engine.needs_reset(a);  // false: the flag came before the step began
     }
+    setter.join();
+    if (mid_step) break;
   }
-  ASSERT_TRUE(threw);
+  ASSERT_TRUE(mid_step);
   EXPECT_TRUE(engine.needs_reset(a));
   EXPECT_FALSE(engine.needs_reset(other));
   EXPECT_EQ(engine.n_past(a), 0);
