@@ -94,7 +94,7 @@ if [ -n "${K3_GPU_SANITIZE:-}" ]; then
   done
 fi
 run_test test_model '*CudaStep*' 200
-grep -E "gpu vs cpu|all cases so far|decode vs prefill" "$OUT/tests.log" | tail -20 >>"$OUT/summary.txt"
+grep -E "gpu vs cpu|all cases so far|decode vs prefill|graphs:" "$OUT/tests.log" | tail -20 >>"$OUT/summary.txt"
 
 log "bench ops"
 timeout 200 "$B/bin/k3-bench-cuda" ops >"$OUT/bench.txt" 2>&1

@@ -36,8 +36,8 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
   const int64_t V = model->vocab_size();
   int64_t max_b = 1;
   for (int64_t b : batches) max_b = std::max(max_b, b);
-  // Room for the prompt or the decode steps' 16 + 5 × steps tokens a sequence (5 variants).
-  const int64_t tokens = std::max(prefill, 16 + 5 * steps) + 64;
+  // Room for the prompt or the decode steps' 16 + 3 × steps tokens a sequence (3 variants).
+  const int64_t tokens = std::max(prefill, 16 + 3 * steps) + 64;
   Engine engine(*model, {.state_budget_bytes = Engine::budget_for(*model, max_b, tokens),
                          .max_sequences = max_b,
                          .device = "cuda"});
@@ -81,61 +81,69 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
                 (long long)prefill, precision, median(tps), tps[0]);
   }
   set_cpu_precision(start_precision);
+  // A second engine on the same resident weights launches its decode kernels one by one (no
+  // CUDA graphs), for the graphed engine's steps to be measured against in the same rounds.
+  Engine launched(*model, {.state_budget_bytes = Engine::budget_for(*model, max_b, tokens),
+                           .max_sequences = max_b,
+                           .device = "cuda",
+                           .cuda_graphs = false});
   for (int64_t B : batches) {
-    std::vector<SeqId> seqs;
-    Batch b;
-    for (int64_t i = 0; i < B; ++i) {
-      seqs.push_back(engine.create_sequence());
-      std::vector<int64_t> p(16);
-      for (int64_t& t : p) t = tok(rng);
-      b.add(seqs.back(), p);
+    std::vector<SeqId> seqs[2];  // [0] engine, [1] launched
+    Engine* engines[2] = {&engine, &launched};
+    for (int e = 0; e < 2; ++e) {
+      Batch b;
+      std::mt19937_64 prompt_rng(B);  // the same prompts for both
+      for (int64_t i = 0; i < B; ++i) {
+        seqs[e].push_back(engines[e]->create_sequence());
+        std::vector<int64_t> p(16);
+        for (int64_t& t : p) t = std::uniform_int_distribution<int64_t>(0, V - 1)(prompt_rng);
+        b.add(seqs[e].back(), p);
+      }
+      engines[e]->step(b);
     }
-    engine.step(b);
-    // Variants, interleaved in rounds (medians per variant): how the logits come back (a fresh
-    // vector each step, as this bench did before; a reused caller buffer, as `k3 serve` does;
-    // the engine's pinned buffer), and the short conv / latent append one call per sequence
-    // (K3_STEP_PER_SEQUENCE=1, the layers before their varlen ops) against one call a layer.
-    // Last: the LM head in one piece, its logits copied after it (K3_LOGIT_CHUNK_BYTES huge),
-    // against the default, vocabulary chunks whose copies overlap the next chunk's GEMM.
+    Batch b;
+    // Variants, interleaved in rounds (medians per variant): the launched engine as the batched
+    // step first was (the short conv and the latent append one call per sequence, logits into
+    // a fresh vector, the LM head in one piece), the launched engine now (one call a layer,
+    // the engine's pinned logits buffer, the LM head in vocabulary chunks whose copies overlap
+    // the next chunk's GEMM), and the same step as a CUDA graph.
     struct Variant {
       const char* name;
+      int engine;  // 0 graphed, 1 launched
       bool per_sequence;
-      int logits;  // 0 vector, 1 caller buffer, 2 view
-      bool one_piece_head;
+      bool fresh_vector;  // else step_view
     };
     const Variant variants[] = {
-        {"per-sequence calls, fresh vector, LM head in one piece (before)", true, 0, true},
-        {"batched calls, fresh vector", false, 0, false},
-        {"batched calls, reused caller buffer", false, 1, false},
-        {"batched calls, step_view, LM head in one piece", false, 2, true},
-        {"batched calls, step_view (engine's pinned buffer)", false, 2, false}};
-    constexpr int kVariants = 5, kRounds = 4;
+        {"launched, per-sequence calls, fresh vector, LM head in one piece", 1, true, true},
+        {"launched, batched calls, step_view", 1, false, false},
+        {"CUDA graph, batched calls, step_view", 0, false, false}};
+    constexpr int kVariants = 3, kRounds = 4;
     std::vector<double> step_s[kVariants];
-    std::vector<float> buffer(static_cast<size_t>(B * V));
+    const CudaGraphStats g0 = cuda_graph_stats();
     for (int r = 0; r < kRounds; ++r) {
       for (int v = 0; v < kVariants; ++v) {
         setenv("K3_STEP_PER_SEQUENCE", variants[v].per_sequence ? "1" : "0", 1);
-        if (variants[v].one_piece_head) {
+        if (variants[v].per_sequence) {
           setenv("K3_LOGIT_CHUNK_BYTES", "1000000000000", 1);
         } else {
           unsetenv("K3_LOGIT_CHUNK_BYTES");
         }
+        Engine& en = *engines[variants[v].engine];
+        const std::vector<SeqId>& ss = seqs[variants[v].engine];
         for (int64_t i = 0; i < steps / kRounds; ++i) {
           b.clear();
           std::vector<int64_t> next(B);
           for (int64_t j = 0; j < B; ++j) {
             next[j] = tok(rng);
-            b.add(seqs[j], std::span(&next[j], 1));
+            b.add(ss[j], std::span(&next[j], 1));
           }
           const bool last = r + 1 == kRounds && v + 1 == kVariants && i + 1 == steps / kRounds;
           if (profile && last) cudaProfilerStart();
           const double t0 = now_s();
-          if (variants[v].logits == 0) {
-            engine.step(b);
-          } else if (variants[v].logits == 1) {
-            engine.step(b, buffer.data());
+          if (variants[v].fresh_vector) {
+            en.step(b);
           } else {
-            engine.step_view(b);
+            en.step_view(b);
           }
           step_s[v].push_back(now_s() - t0);
           if (profile && last) cudaProfilerStop();
@@ -144,11 +152,16 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
     }
     unsetenv("K3_STEP_PER_SEQUENCE");
     unsetenv("K3_LOGIT_CHUNK_BYTES");
+    const CudaGraphStats g1 = cuda_graph_stats();
     for (int v = 0; v < kVariants; ++v) {
       const double m = median(step_s[v]);
       std::printf("  batch %3lld, %s: step %.3f ms, %.1f tok/s\n", (long long)B, variants[v].name,
                   m * 1e3, B / m);
     }
+    std::printf("  batch %3lld graphs: %lld captured, %lld replayed, %lld stale, %lld eager\n",
+                (long long)B, (long long)(g1.captures - g0.captures),
+                (long long)(g1.replays - g0.replays), (long long)(g1.stale - g0.stale),
+                (long long)(g1.eager - g0.eager));
     const double med = median(step_s[kVariants - 1]), tps = B / med;
     // Batch 1 reads every weight the token uses; the floor counts the bytes given (per token).
     const double floor_tps = floor_gbs > 0 ? 1.0 / (8.88 / floor_gbs) : 0;
@@ -157,7 +170,9 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
     if (B == 1 && floor_tps > 0)
       std::printf(" (%.1f%% of the %.0f tok/s bytes floor)", 100.0 * tps / floor_tps, floor_tps);
     std::printf("\n");
-    for (SeqId s : seqs) engine.release(s);
+    for (int e = 0; e < 2; ++e) {
+      for (SeqId s : seqs[e]) engines[e]->release(s);
+    }
   }
   return 0;
 }

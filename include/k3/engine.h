@@ -35,6 +35,9 @@ struct EngineOptions {
   // Where the step runs: "cpu" or "cuda" (weights uploaded once, state in device memory).
   // Empty: k3::default_device() (k3/device.h: the CLI's --device, else K3_DEVICE, else "cpu").
   std::string device = {};
+  // On a GPU, decode steps (one new token a sequence) run as CUDA graphs (launch overhead gone);
+  // false, or K3_CUDA_GRAPH=0 in the environment, launches their kernels one by one.
+  bool cuda_graphs = true;
 };
 
 // The new tokens of one step, flattened (cu_seqlens style): sequence i owns

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/cuda.h"
 #include "core/arena.h"
@@ -53,6 +54,11 @@ ArenaMemory memory_of(Backend& b) {
           [](void* p, void* u) { static_cast<Backend*>(u)->free(p); }, &b};
 }
 
+bool graphs_allowed() {
+  const char* v = std::getenv("K3_CUDA_GRAPH");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
 StatePoolOptions pool_options(const EngineOptions& o, Backend& b) {
   StatePoolOptions p{o.state_budget_bytes, o.max_sequences, o.block_tokens, nullptr};
   if (b.device() != Device::cpu) {
@@ -73,6 +79,7 @@ struct Engine::Impl {
   Arena arena;
   std::vector<SeqSpan> plan;  // capacity max_sequences: planning never allocates
   const std::atomic<bool>* cancel = nullptr;
+  bool graphs;                // decode steps as CUDA graphs
   std::vector<SeqId> broken;  // needs_reset sequences; capacity max_sequences
   // The step's logits on the host: backend.alloc_host memory (pinned on a device), grown on
   // demand and kept.
@@ -95,12 +102,14 @@ struct Engine::Impl {
         backend(b),
         pool(model_.hparams(), pool_options(o, b)),
         host_arena(b.device() == Device::cpu ? 0 : size_t{1} << 20),
-        arena(size_t{1} << 20, memory_of(b)) {
+        arena(size_t{1} << 20, memory_of(b)),
+        graphs(o.cuda_graphs && b.device() == Device::cuda && graphs_allowed()) {
     plan.reserve(static_cast<size_t>(o.max_sequences));
     broken.reserve(static_cast<size_t>(o.max_sequences));
     if (b.device() != Device::cpu) make_weights_resident(model.weights());
   }
   ~Impl() {
+    if (graphs) cuda_drop_graphs();  // they hold this engine's buffers
     backend.free_host(logits);
     if (backend.device() != Device::cpu) release_weights_resident(model.weights());
   }
@@ -200,6 +209,11 @@ void copy_floats(float* dst, const float* src, size_t n) {
   });
 }
 
+// Decode steps (one new token a sequence) run as CUDA graphs when the engine's are on.
+bool graphed(bool graphs, const std::vector<SeqSpan>& plan) {
+  return graphs && std::all_of(plan.begin(), plan.end(), [](const SeqSpan& s) { return s.n == 1; });
+}
+
 }  // namespace
 
 void Engine::step(const Batch& b, float* logits) {
@@ -247,10 +261,18 @@ void Engine::run_step(const Batch& b, float* logits) {
   impl_->host_arena.reset();
   const bool on_host = impl_->backend.device() == Device::cpu;
   Ctx ctx{impl_->backend, impl_->arena, nullptr, on_host ? nullptr : &impl_->host_arena};
+  const StepIO io{b.tokens.data(), b.logit_rows.data(), static_cast<int64_t>(b.logit_rows.size()),
+                  logits, cancel};
   try {
-    forward_step(model_.weights(), model_.hparams(), sp, pool, ctx,
-                 {b.tokens.data(), b.logit_rows.data(), static_cast<int64_t>(b.logit_rows.size()),
-                  logits, cancel});
+    if (graphed(impl_->graphs, plan)) {
+      // Keyed by the engine and the step's shape; the dry run compares everything else (cuda.h).
+      const uint64_t key = (reinterpret_cast<uintptr_t>(impl_.get()) * 0x9e3779b97f4a7c15ull) ^
+                           (static_cast<uint64_t>(B) | static_cast<uint64_t>(io.n_logits) << 32);
+      cuda_run_graphed(
+          key, [&] { forward_step(model_.weights(), model_.hparams(), sp, pool, ctx, io); });
+    } else {
+      forward_step(model_.weights(), model_.hparams(), sp, pool, ctx, io);
+    }
   } catch (const Cancelled&) {
     // Some layers hold the step's tokens, others not: no way back but a reset.
     for (const SeqSpan& s : plan) {

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "backend/backend.h"
 
@@ -31,6 +33,21 @@ void cuda_release_resident(const void* host, size_t bytes);
 size_t cuda_resident_bytes();  // total uploaded so far
 size_t cuda_free_bytes();      // free device memory now
 void* cuda_stream_handle();    // the backend's cudaStream_t (benchmarks time on it)
+
+// Runs one step's host code as a CUDA graph: `forward` queues the step's work on the backend's
+// stream (its logits copy to pinned host memory included); steps of one key that would queue
+// the same launches with the same arguments and grids replay one graph (only the step's small
+// tables are uploaded), others are captured anew. Returns with the step's work done. Falls back
+// to running forward as is when a call inside cannot be captured.
+void cuda_run_graphed(uint64_t key, const std::function<void()>& forward);
+struct CudaGraphStats {
+  int64_t captures = 0;  // steps captured (and run) as a new graph
+  int64_t replays = 0;   // steps that replayed a graph
+  int64_t stale = 0;     // dry runs that differed from their key's graph (then captured)
+  int64_t eager = 0;     // steps run without a graph
+};
+CudaGraphStats cuda_graph_stats();
+void cuda_drop_graphs();  // frees every graph (an engine going away)
 
 // Op harness mode: the launchers' pointer arguments are host memory (see above).
 void cuda_set_host_staging(bool on);

@@ -42,7 +42,12 @@ struct Runtime {
                "mempool threshold");
     check_blas(blas_api().create(&blas), "cublasCreate");
     check_blas(blas_api().set_stream(blas, stream), "cublasSetStream");
+    // A workspace of its own, so captured GEMMs (graphed steps) never allocate one.
+    void* ws = nullptr;
+    check_cuda(cudaMalloc(&ws, kBlasWorkspace), "cublas workspace");
+    check_blas(blas_api().set_workspace(blas, ws, kBlasWorkspace), "cublasSetWorkspace");
   }
+  static constexpr size_t kBlasWorkspace = size_t{32} << 20;
   // Never destroyed: kernels may still be queued at exit, and the driver frees everything.
 };
 
@@ -144,7 +149,8 @@ const BlasApi& blas_api() {
     return BlasApi{symbol<decltype(&cublasCreate_v2)>(lib, "cublasCreate_v2"),
                    symbol<decltype(&cublasSetStream_v2)>(lib, "cublasSetStream_v2"),
                    symbol<GemmExFn>(lib, "cublasGemmEx"),
-                   symbol<decltype(&cublasSgemm_v2)>(lib, "cublasSgemm_v2")};
+                   symbol<decltype(&cublasSgemm_v2)>(lib, "cublasSgemm_v2"),
+                   symbol<decltype(&cublasSetWorkspace_v2)>(lib, "cublasSetWorkspace_v2")};
   }();
   return api;
 }
@@ -153,6 +159,13 @@ cudaStream_t stream() { return runtime().stream; }
 
 void copy_in_async(void* dst, const void* host, size_t n, const char* what) {
   if (n == 0) return;
+  if (graph_mode() != GraphMode::off) {  // from the table slab's mirror, inside the graph
+    const void* src = graph_table(host, n);
+    if (gate_call(what, dst, src, n)) {
+      check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream()), what);
+    }
+    return;
+  }
   const void* src = pinned_ring().stage(host, n, stream());
   check_cuda(cudaMemcpyAsync(dst, src != nullptr ? src : host, n, cudaMemcpyHostToDevice, stream()),
              what);
@@ -188,10 +201,20 @@ uint64_t resident_generation() {
 }
 
 Scratch::Scratch(size_t bytes) {
+  if (graph_mode() != GraphMode::off) {
+    p_ = graph_alloc(bytes);
+    graph_ = true;
+    return;
+  }
   check_cuda(cudaMallocAsync(&p_, bytes == 0 ? 1 : bytes, stream()), "scratch alloc");
 }
 Scratch::~Scratch() {
-  if (p_ != nullptr) cudaFreeAsync(p_, stream());
+  if (p_ == nullptr) return;
+  if (graph_) {
+    graph_free(p_);
+  } else {
+    cudaFreeAsync(p_, stream());
+  }
 }
 
 Args::~Args() {
@@ -227,25 +250,35 @@ class CudaBackend final : public Backend {
   void copy_to_device(void* dst, const void* src, size_t n) override {
     cuda::copy_in_async(dst, src, n, "copy to device");
   }
+  // In a graphed step the copies join the graph, and the sync waits for the graph instead.
   void copy_to_host(void* dst, const void* src, size_t n) override {
-    cuda::check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cuda::stream()),
-                     "copy to host");
+    if (cuda::gate_call("copy to host", dst, src, n)) {
+      cuda::check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cuda::stream()),
+                       "copy to host");
+    }
     sync();
   }
   void copy_on_device(void* dst, const void* src, size_t n) override {
+    if (!cuda::gate_call("copy on device", dst, src, n)) return;
     cuda::check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cuda::stream()),
                      "copy on device");
   }
-  void zero(void* dst, size_t n) override {
-    cuda::check_cuda(cudaMemsetAsync(dst, 0, n, cuda::stream()), "memset");
-  }
+  void zero(void* dst, size_t n) override { cuda::memset_async(dst, 0, n, "memset"); }
   void sync() override {
+    if (cuda::graph_mode() != cuda::GraphMode::off) return;
     cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "sync");
     cuda::check_cuda(cudaStreamSynchronize(cuda::runtime().copy_stream), "sync (copies)");
   }
   void copy_rows_to_host_async(void* dst, size_t dpitch, const void* src, size_t spitch,
                                size_t width, size_t rows) override {
     if (width == 0 || rows == 0) return;
+    if (cuda::graph_mode() != cuda::GraphMode::off) {  // one stream inside a graph
+      if (!cuda::gate_call("copy rows to host", dst, dpitch, src, spitch, width, rows)) return;
+      cuda::check_cuda(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows,
+                                         cudaMemcpyDeviceToHost, cuda::stream()),
+                       "copy rows to host");
+      return;
+    }
     cuda::Runtime& rt = cuda::runtime();
     // The copy stream waits for what is queued now (a wait takes the event's latest record at
     // the time of the call, so one event serves every copy).

@@ -24,6 +24,9 @@ size_t cuda_resident_bytes() { return 0; }
 size_t cuda_free_bytes() { return 0; }
 void* cuda_stream_handle() { return nullptr; }
 void cuda_set_host_staging(bool) {}
+void cuda_run_graphed(uint64_t, const std::function<void()>& forward) { forward(); }
+CudaGraphStats cuda_graph_stats() { return {}; }
+void cuda_drop_graphs() {}
 #endif
 
 }  // namespace k3

@@ -27,7 +27,7 @@ __global__ void map_kernel(int64_t n, F f) {
 template <typename F>
 void launch_map(int64_t n, const char* op, F f) {
   if (n <= 0) return;
-  map_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(n, f);
+  cuda::launch(map_kernel<F>, blocks_for(n, kThreads), kThreads, 0, n, f);
   check_launch(op);
 }
 
@@ -257,9 +257,9 @@ void launch_norm(const float* x, const float* z, const float* w, int64_t rows, i
   const int64_t per_row = vec ? n / 4 : n;  // loads per row
   const int threads = static_cast<int>(std::clamp<int64_t>((per_row + 31) / 32 * 32, 32, 1024));
   if (vec) {
-    norm_kernel<kMode, true><<<rows, threads, 0, stream()>>>(x, z, w, n, eps, y);
+    cuda::launch(norm_kernel<kMode, true>, rows, threads, 0, x, z, w, n, eps, y);
   } else {
-    norm_kernel<kMode, false><<<rows, threads, 0, stream()>>>(x, z, w, n, eps, y);
+    cuda::launch(norm_kernel<kMode, false>, rows, threads, 0, x, z, w, n, eps, y);
   }
   check_launch(op);
 }
@@ -387,11 +387,11 @@ void conv1d_silu_cuda(const float* x, const float* w, float* state, Conv1dShape 
   const unsigned cb = static_cast<unsigned>(blocks_for(s.C, 128));
   const dim3 grid(cb, conv_tiles(s.T, "conv1d_silu"));
   const bool own_state = s.T <= kConvTile;
-  conv_kernel<<<grid, 128, 0, stream()>>>(dx, dw, ds, s.T, s.C, static_cast<int>(s.W), own_state,
-                                          dy);
+  cuda::launch(conv_kernel, grid, 128, 0, dx, dw, ds, s.T, s.C, static_cast<int>(s.W), own_state,
+               dy);
   check_launch("conv1d_silu");
   if (own_state) return;
-  conv_state_kernel<<<cb, 128, 0, stream()>>>(dx, ds, s.T, s.C, static_cast<int>(s.W));
+  cuda::launch(conv_state_kernel, cb, 128, 0, dx, ds, s.T, s.C, static_cast<int>(s.W));
   check_launch("conv1d_silu state");
 }
 
@@ -418,12 +418,12 @@ void conv1d_silu_batch_cuda(const float* x, const float* w, const Conv1dSeq* seq
   const unsigned ns = static_cast<unsigned>(n_seqs);
   const dim3 grid(cb, conv_tiles(max_n, "conv1d_silu_batch"), ns);
   const bool own_state = max_n <= kConvTile;
-  conv_batch_kernel<<<grid, 128, 0, stream()>>>(dx, dw, dseqs, s.C, static_cast<int>(s.W),
-                                                own_state, dy);
+  cuda::launch(conv_batch_kernel, grid, 128, 0, dx, dw, dseqs, s.C, static_cast<int>(s.W),
+               own_state, dy);
   check_launch("conv1d_silu_batch");
   if (own_state) return;
-  conv_batch_state_kernel<<<dim3(cb, ns), 128, 0, stream()>>>(dx, dseqs, s.C,
-                                                              static_cast<int>(s.W));
+  cuda::launch(conv_batch_state_kernel, dim3(cb, ns), 128, 0, dx, dseqs, s.C,
+               static_cast<int>(s.W));
   check_launch("conv1d_silu_batch state");
 }
 
@@ -499,15 +499,15 @@ void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w
   const int threads = static_cast<int>(std::clamp<int64_t>((loads + 31) / 32 * 32, 32, 1024));
   const dim3 grid(static_cast<unsigned>(s.T), static_cast<unsigned>(s.n));
   if (vec) {
-    attn_res_scores<true>
-        <<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, sc);
+    cuda::launch(attn_res_scores<true>, grid, threads, 0, dc, static_cast<int>(s.n), s.d, dw, eps,
+                 sc);
   } else {
-    attn_res_scores<false>
-        <<<grid, threads, 0, stream()>>>(dc, static_cast<int>(s.n), s.d, dw, eps, sc);
+    cuda::launch(attn_res_scores<false>, grid, threads, 0, dc, static_cast<int>(s.n), s.d, dw, eps,
+                 sc);
   }
   check_launch("attn_res_mix (scores)");
-  attn_res_apply<<<blocks_for(s.T * s.d, kThreads), kThreads, 0, stream()>>>(
-      dc, static_cast<int>(s.n), s.T, s.d, sc, dout);
+  cuda::launch(attn_res_apply, blocks_for(s.T * s.d, kThreads), kThreads, 0, dc,
+               static_cast<int>(s.n), s.T, s.d, sc, dout);
   check_launch("attn_res_mix");
 }
 
@@ -602,8 +602,8 @@ void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t
   const size_t smem = static_cast<size_t>(kRouterWarps) * (p.n_expert * 9 + p.top_k * 8);
   check(p.top_k >= 1 && p.top_k <= p.n_expert && smem <= 48 * 1024, "router (cuda): ", p.n_expert,
         " experts top-", p.top_k, " (up to 1300 experts)");
-  router_kernel<<<blocks_for(T, kRouterWarps), 32 * kRouterWarps, smem, stream()>>>(dl, db, p, T,
-                                                                                    ds, dw);
+  cuda::launch(router_kernel, blocks_for(T, kRouterWarps), 32 * kRouterWarps, smem, dl, db, p, T,
+               ds, dw);
   check_launch("router");
 }
 

@@ -70,9 +70,9 @@ void launch(const KdaInputs& in, const Segment* dsegs, int64_t n_segs, KdaShape 
     configured = smem;
   }
   const dim3 grid(static_cast<unsigned>(n_segs), static_cast<unsigned>(s.H));
-  kda_segments<<<grid, static_cast<unsigned>(s.V), smem, stream()>>>(
-      in.q, in.k, in.v, in.g, in.beta, dsegs, static_cast<int>(s.H), static_cast<int>(s.K),
-      static_cast<int>(s.V), o);
+  cuda::launch(kda_segments, grid, static_cast<unsigned>(s.V), smem, in.q, in.k, in.v, in.g,
+               in.beta, dsegs, static_cast<int>(s.H), static_cast<int>(s.K), static_cast<int>(s.V),
+               o);
   check_launch("kda");
 }
 
@@ -254,11 +254,11 @@ bool launch_decode4(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape 
   const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
   const int H = static_cast<int>(s.H);
   if (K <= 8 * kVecGroups) {
-    kda_decode_step4<8><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
-                                                               K, V, vtiles, o);
+    cuda::launch(kda_decode_step4<8>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                 K, V, vtiles, o);
   } else {
-    kda_decode_step4<16><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
-                                                                K, V, vtiles, o);
+    cuda::launch(kda_decode_step4<16>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                 K, V, vtiles, o);
   }
   check_launch("kda_decode (float4)");
   return true;
@@ -270,14 +270,14 @@ void launch_decode(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape s
   const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
   const int H = static_cast<int>(s.H);
   if (K <= 8 * kDecodeRowGroups) {
-    kda_decode_step<8><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
-                                                              K, V, vtiles, o);
+    cuda::launch(kda_decode_step<8>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                 K, V, vtiles, o);
   } else if (K <= 16 * kDecodeRowGroups) {
-    kda_decode_step<16><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
-                                                               K, V, vtiles, o);
+    cuda::launch(kda_decode_step<16>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                 K, V, vtiles, o);
   } else {
-    kda_decode_step<32><<<grid, kDecodeThreads, 0, stream()>>>(d.q, d.k, d.v, d.g, d.beta, seqs, H,
-                                                               K, V, vtiles, o);
+    cuda::launch(kda_decode_step<32>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+                 K, V, vtiles, o);
   }
   check_launch("kda_decode");
 }

@@ -446,6 +446,6 @@ void launch_chunks(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShap
   const Dims dims{static_cast<int>(s.H), static_cast<int>(s.K), static_cast<int>(s.V)};
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = s.K % 4 == 0 && s.V % 4 == 0 && al(d.q) && al(d.k) && al(d.g) && al(d.v);
-  kda_chunks<<<grid, kThreads, smem, stream()>>>(d, dsegs, dims, vec, o);
+  cuda::launch(kda_chunks, grid, kThreads, smem, d, dsegs, dims, vec, o);
   check_launch("kda_chunked");
 }

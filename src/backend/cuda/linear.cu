@@ -105,8 +105,8 @@ void gemv(const float* x, int T, const Mat& w, const void* data, const uint8_t* 
   const int grid_rows = blocks_for(w.rows, kWarpsPerBlock * kRowsPerWarp);
   const bool vec = vector_ok(x, w, data);
   if (w.format == MatFormat::mxfp4) {
-    gemv_mxfp4<kT><<<grid_rows, threads, 0, stream()>>>(x, T, static_cast<const uint8_t*>(data),
-                                                        scales, w.rows, w.cols, y);
+    cuda::launch(gemv_mxfp4<kT>, grid_rows, threads, 0, x, T, static_cast<const uint8_t*>(data),
+                 scales, w.rows, w.cols, y);
   } else if (w.format == MatFormat::bf16 && vec) {
     // The fewest column splits that give every SM about four blocks (wide rows only).
     const int64_t want = 4 * cuda::sm_count();
@@ -120,20 +120,20 @@ void gemv(const float* x, int T, const Mat& w, const void* data, const uint8_t* 
     const auto* wd = static_cast<const uint16_t*>(data);
     switch (split) {
       case 1:
-        gemv_bf16<kT, 1><<<grid_rows, threads, 0, stream()>>>(x, T, wd, w.rows, w.cols, y);
+        cuda::launch(gemv_bf16<kT, 1>, grid_rows, threads, 0, x, T, wd, w.rows, w.cols, y);
         break;
       case 2:
-        gemv_bf16<kT, 2><<<grid_split, threads, 0, stream()>>>(x, T, wd, w.rows, w.cols, y);
+        cuda::launch(gemv_bf16<kT, 2>, grid_split, threads, 0, x, T, wd, w.rows, w.cols, y);
         break;
       case 4:
-        gemv_bf16<kT, 4><<<grid_split, threads, 0, stream()>>>(x, T, wd, w.rows, w.cols, y);
+        cuda::launch(gemv_bf16<kT, 4>, grid_split, threads, 0, x, T, wd, w.rows, w.cols, y);
         break;
       default:
-        gemv_bf16<kT, 8><<<grid_split, threads, 0, stream()>>>(x, T, wd, w.rows, w.cols, y);
+        cuda::launch(gemv_bf16<kT, 8>, grid_split, threads, 0, x, T, wd, w.rows, w.cols, y);
     }
   } else {
-    gemv_scalar<kT><<<grid, threads, 0, stream()>>>(x, T, data, w.format == MatFormat::bf16, w.rows,
-                                                    w.cols, y);
+    cuda::launch(gemv_scalar<kT>, grid, threads, 0, x, T, data, w.format == MatFormat::bf16, w.rows,
+                 w.cols, y);
   }
   check_launch("linear (gemv)");
 }
@@ -181,6 +181,7 @@ __global__ void round_bf16(const float* x, int64_t n, __nv_bfloat16* xb) {
 void gemm_bf16(const __nv_bfloat16* xs, int64_t n_rows, const __nv_bfloat16* w, int64_t R,
                int64_t C, float* out) {
   const float one = 1.0f, zero = 0.0f;
+  if (!cuda::gate_call("gemm_bf16", xs, n_rows, w, R, C, out)) return;
   cuda::check_blas(cuda::blas_api().gemm_ex(
                        cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
                        static_cast<int>(n_rows), static_cast<int>(C), &one, w, CUDA_R_16BF,
@@ -196,23 +197,24 @@ void gemm_bf16_split(const float* x, int64_t T, const __nv_bfloat16* w, int64_t 
   if (one_part) {
     cuda::Scratch xs(T * C * sizeof(__nv_bfloat16));
     auto* xb = static_cast<__nv_bfloat16*>(xs.get());
-    round_bf16<<<blocks_for(T * C, 256), 256, 0, stream()>>>(x, T * C, xb);
+    cuda::launch(round_bf16, blocks_for(T * C, 256), 256, 0, x, T * C, xb);
     check_launch("linear (round)");
     gemm_bf16(xb, T, w, R, C, y);
     return;
   }
   cuda::Scratch xs(3 * T * C * sizeof(__nv_bfloat16)), tmp(3 * T * R * sizeof(float));
   auto* parts = static_cast<__nv_bfloat16*>(xs.get());
-  split_bf16<<<blocks_for(T * C, 256), 256, 0, stream()>>>(x, T * C, parts);
+  cuda::launch(split_bf16, blocks_for(T * C, 256), 256, 0, x, T * C, parts);
   check_launch("linear (split)");
   gemm_bf16(parts, 3 * T, w, R, C, static_cast<float*>(tmp.get()));
-  add_thirds<<<blocks_for(T * R, 256), 256, 0, stream()>>>(static_cast<const float*>(tmp.get()),
-                                                           T * R, y);
+  cuda::launch(add_thirds, blocks_for(T * R, 256), 256, 0, static_cast<const float*>(tmp.get()),
+               T * R, y);
   check_launch("linear (sum)");
 }
 
 void gemm_f32(const float* x, int64_t T, const float* w, int64_t R, int64_t C, float* y) {
   const float one = 1.0f, zero = 0.0f;
+  if (!cuda::gate_call("gemm_f32", x, T, w, R, C, y)) return;
   cuda::check_blas(
       cuda::blas_api().sgemm(cuda::blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(R),
                              static_cast<int>(T), static_cast<int>(C), &one, w, static_cast<int>(C),
@@ -239,7 +241,7 @@ namespace cuda {
 void linear_device(const float* x, int64_t T, const Mat& w, float* y) {
   if (T == 0 || w.rows == 0) return;
   if (w.cols == 0) {  // empty sums
-    check_cuda(cudaMemsetAsync(y, 0, T * w.rows * sizeof(float), stream()), "linear");
+    memset_async(y, 0, T * w.rows * sizeof(float), "linear");
     return;
   }
   check(w.format != MatFormat::mxfp4 || w.cols % kMxfp4Group == 0,
@@ -266,9 +268,8 @@ void linear_device(const float* x, int64_t T, const Mat& w, float* y) {
   }
   Scratch wide(static_cast<size_t>(w.rows * w.cols) * 2);
   const int64_t n_bytes = w.rows * w.cols / 2;
-  widen_mxfp4<<<blocks_for(n_bytes, 256), 256, 0, stream()>>>(
-      static_cast<const uint8_t*>(w.data), w.scales, n_bytes, w.cols,
-      static_cast<__nv_bfloat16*>(wide.get()));
+  cuda::launch(widen_mxfp4, blocks_for(n_bytes, 256), 256, 0, static_cast<const uint8_t*>(w.data),
+               w.scales, n_bytes, w.cols, static_cast<__nv_bfloat16*>(wide.get()));
   check_launch("linear (widen mxfp4)");
   gemm_bf16_split(x, T, static_cast<const __nv_bfloat16*>(wide.get()), w.rows, w.cols, one_part, y);
 }

@@ -255,13 +255,13 @@ void mla_expanded_cuda(const float* q, const float* k, const float* v, MlaShape 
       configured = tiled;
     }
     const dim3 grid(static_cast<unsigned>((s.T + kQ - 1) / kQ), static_cast<unsigned>(s.H));
-    expanded_tiled<<<grid, kThreads, tiled, stream()>>>(dq, dk, dv, s, scale, dout);
+    cuda::launch(expanded_tiled, grid, kThreads, tiled, dq, dk, dv, s, scale, dout);
     check_launch("mla_expanded (tiled)");
     return;
   }
   const size_t smem = static_cast<size_t>(s.Dv + kThreads) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(s.T), static_cast<unsigned>(s.H));
-  expanded_kernel<<<grid, kThreads, smem, stream()>>>(dq, dk, dv, s, scale, dout);
+  cuda::launch(expanded_kernel, grid, kThreads, smem, dq, dk, dv, s, scale, dout);
   check_launch("mla_expanded");
 }
 
@@ -294,9 +294,8 @@ void mla_absorbed_simple_cuda(const float* q, const PagedRows& cache, const MlaA
   const size_t smem = static_cast<size_t>(2 * s.Dc + kThreads) * sizeof(float);
   check(smem <= 48 * 1024, "mla_absorbed (cuda): latent width ", s.Dc, " too large");
   const dim3 grid(static_cast<unsigned>(s.T), static_cast<unsigned>(s.H));
-  absorbed_kernel<<<grid, kThreads, smem, stream()>>>(dq, dc, duk, dkv,
-                                                      uk.format == MatFormat::bf16, s,
-                                                      1.0f / sqrtf(static_cast<float>(Dq)), dout);
+  cuda::launch(absorbed_kernel, grid, kThreads, smem, dq, dc, duk, dkv,
+               uk.format == MatFormat::bf16, s, 1.0f / sqrtf(static_cast<float>(Dq)), dout);
   check_launch("mla_absorbed");
 }
 

@@ -406,6 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1)
              int W, int Dc, int ldw, float* opart, float2* ml) {
   extern __shared__ __align__(16) char smem_raw[];
   const Item it = items[blockIdx.x];
+  if (it.seq < 0) return;  // padding (upload_plan)
   const SeqInfo sq = seqs[it.seq];
   const Smem sm(smem_raw, ldw, kSplit);
   const int wp = (W + 15) / 16 * 16;
@@ -599,7 +600,7 @@ void launch_gemv(const HeadGemv& p) {
   const dim3 grid(static_cast<unsigned>(p.H),
                   static_cast<unsigned>(cuda::blocks_for(p.n_out, kGemvOuts)),
                   static_cast<unsigned>(cuda::blocks_for(p.n_tok, kGemvToks)));
-  head_gemv<<<grid, kGemvThreads, smem, stream()>>>(p);
+  cuda::launch(head_gemv, grid, kGemvThreads, smem, p);
   check_launch("mla head_gemv");
 }
 
@@ -675,23 +676,40 @@ struct DevicePlan {
   const SeqInfo* seqs;
   const int32_t *tables, *tok, *row_seq;
   const Item* items;
+  int64_t n_items;  // items launched: the plan's, padded (padding items have seq -1)
 };
 
+// Capacities that change only when a count doubles: the launch grid, the upload's layout and
+// the scratch sizes then stay the same from one decode step to the next while the contexts
+// grow, so a graphed step replays (graph.cuh).
+int64_t bucket(int64_t n) {
+  int64_t c = 16;
+  while (c < n) c *= 2;
+  return c;
+}
+
 DevicePlan upload_plan(Args& a, const Plan& p) {
-  const size_t n_seq = p.seqs.size() * sizeof(SeqInfo), n_it = p.items.size() * sizeof(Item);
-  const size_t n_tab = p.tables.size() * 4, n_tok = p.tok.size() * 4;
+  const int64_t cap_items = bucket(static_cast<int64_t>(p.items.size()));
+  const size_t n_seq = p.seqs.size() * sizeof(SeqInfo), n_it = cap_items * sizeof(Item);
+  const size_t n_tab = bucket(static_cast<int64_t>(p.tables.size())) * 4, n_tok = p.tok.size() * 4;
   std::vector<uint8_t> buf(n_seq + n_it + n_tab + 2 * n_tok + 16);
   uint8_t* b = buf.data();
   std::memcpy(b, p.seqs.data(), n_seq);
-  std::memcpy(b + n_seq, p.items.data(), n_it);
-  std::memcpy(b + n_seq + n_it, p.tables.data(), n_tab);
+  std::memcpy(b + n_seq, p.items.data(), p.items.size() * sizeof(Item));
+  const Item pad{-1, 0, 0, 0};
+  for (int64_t i = static_cast<int64_t>(p.items.size()); i < cap_items; ++i) {
+    std::memcpy(b + n_seq + i * sizeof(Item), &pad, sizeof pad);
+  }
+  std::memcpy(b + n_seq + n_it, p.tables.data(), p.tables.size() * 4);
   std::memcpy(b + n_seq + n_it + n_tab, p.tok.data(), n_tok);
   std::memcpy(b + n_seq + n_it + n_tab + n_tok, p.row_seq.data(), n_tok);
   const uint8_t* d = a.host_array(buf.data(), buf.size());
-  return {reinterpret_cast<const SeqInfo*>(d), reinterpret_cast<const int32_t*>(d + n_seq + n_it),
+  return {reinterpret_cast<const SeqInfo*>(d),
+          reinterpret_cast<const int32_t*>(d + n_seq + n_it),
           reinterpret_cast<const int32_t*>(d + n_seq + n_it + n_tab),
           reinterpret_cast<const int32_t*>(d + n_seq + n_it + n_tab + n_tok),
-          reinterpret_cast<const Item*>(d + n_seq)};
+          reinterpret_cast<const Item*>(d + n_seq),
+          cap_items};
 }
 
 template <bool kSplit>
@@ -707,9 +725,9 @@ void launch_split_kv(const float* qt, const DevicePlan& dp, int64_t n_items, Mla
         "split_kv smem attribute");
     configured = smem;
   }
-  split_kv<kSplit><<<static_cast<unsigned>(n_items), kThreads, smem, stream()>>>(
-      qt, dp.seqs, dp.tables, dp.items, static_cast<int>(d.H), W, static_cast<int>(d.Dc), ldw,
-      opart, ml);
+  cuda::launch(split_kv<kSplit>, static_cast<unsigned>(n_items), kThreads, smem, qt, dp.seqs,
+               dp.tables, dp.items, static_cast<int>(d.H), W, static_cast<int>(d.Dc), ldw, opart,
+               ml);
   check_launch("mla split_kv");
 }
 
@@ -749,7 +767,7 @@ void run_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs, const Ml
   const bool bf16 = uk.format == MatFormat::bf16;
   // The softmax scale, and log2 e: the kernels' scores are in log2 units (exp2f).
   const float scale = 1.4426950408889634f / sqrtf(static_cast<float>(Dq));
-  const int64_t n_items = static_cast<int64_t>(plan.items.size());
+  const int64_t n_items = dp.n_items;
   cuda::Scratch qt(n_tok * H * W * 4), obar(n_tok * H * d.Dc * 4);
   cuda::Scratch opart(n_items * kRows * d.Dc * 4), ml(n_items * kRows * 8);
   auto* dqt = static_cast<float*>(qt.get());
@@ -758,9 +776,9 @@ void run_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs, const Ml
   launch_gemv({duk, bf16, static_cast<int>(d.Dc), 0, static_cast<int>(d.Dc), static_cast<int>(d.Dn),
                dq, static_cast<int>(Dq), dp.tok, dqt, static_cast<int>(W), nullptr, nt, Hi, scale});
   if (d.Dr > 0) {
-    copy_rope<<<cuda::blocks_for(n_tok * H * d.Dr, 256), 256, 0, stream()>>>(
-        dq, dp.tok, nt, Hi, static_cast<int>(d.Dn), static_cast<int>(d.Dr), static_cast<int>(d.Dc),
-        scale, dqt);
+    cuda::launch(copy_rope, cuda::blocks_for(n_tok * H * d.Dr, 256), 256, 0, dq, dp.tok, nt, Hi,
+                 static_cast<int>(d.Dn), static_cast<int>(d.Dr), static_cast<int>(d.Dc), scale,
+                 dqt);
     check_launch("mla copy_rope");
   }
   launch_split_kv<kSplit>(dqt, dp, n_items, d, static_cast<float*>(opart.get()),
@@ -769,10 +787,10 @@ void run_batch(const float* q, const MlaBatchSeq* seqs, int64_t n_seqs, const Ml
   for (const SeqInfo& si : plan.seqs) max_splits = std::max(max_splits, si.splits);
   check(max_splits <= 12 * 1024, "mla_absorbed_batch (cuda): ", max_splits, " key ranges");
   // wk[] padded by a float4: the unrolled sum may read (not use) up to three past the end.
-  const size_t wk_bytes = (static_cast<size_t>(max_splits) + 4) * sizeof(float);
-  combine<<<static_cast<unsigned>(n_tok * H), 128, wk_bytes, stream()>>>(
-      dp.seqs, dp.row_seq, static_cast<const float*>(opart.get()),
-      static_cast<const float2*>(ml.get()), Hi, static_cast<int>(d.Dc), dobar);
+  const size_t wk_bytes = (static_cast<size_t>(bucket(max_splits)) + 4) * sizeof(float);
+  cuda::launch(combine, static_cast<unsigned>(n_tok * H), 128, wk_bytes, dp.seqs, dp.row_seq,
+               static_cast<const float*>(opart.get()), static_cast<const float2*>(ml.get()), Hi,
+               static_cast<int>(d.Dc), dobar);
   check_launch("mla combine");
   launch_gemv({dkv, bf16, static_cast<int>(d.Dn + d.Dv), static_cast<int>(d.Dn),
                static_cast<int>(d.Dv), static_cast<int>(d.Dc), dobar, static_cast<int>(d.Dc),

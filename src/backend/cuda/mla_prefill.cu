@@ -242,9 +242,9 @@ void mla_prefill_bf16(const float* q, const float* k, const float* v, const MlaS
   auto* qb = static_cast<__nv_bfloat16*>(qb_s.get());
   auto* kb = static_cast<__nv_bfloat16*>(kb_s.get());
   auto* vb = static_cast<__nv_bfloat16*>(vb_s.get());
-  to_heads_bf16<<<blocks_for(s.T * H * kDq / 8, 256), 256, 0, stream()>>>(q, s.T, H, kDq, qb);
-  to_heads_bf16<<<blocks_for(S * H * kDq / 8, 256), 256, 0, stream()>>>(k, S, H, kDq, kb);
-  to_heads_bf16<<<blocks_for(S * H * kDv / 8, 256), 256, 0, stream()>>>(v, S, H, kDv, vb);
+  cuda::launch(to_heads_bf16, blocks_for(s.T * H * kDq / 8, 256), 256, 0, q, s.T, H, kDq, qb);
+  cuda::launch(to_heads_bf16, blocks_for(S * H * kDq / 8, 256), 256, 0, k, S, H, kDq, kb);
+  cuda::launch(to_heads_bf16, blocks_for(S * H * kDv / 8, 256), 256, 0, v, S, H, kDv, vb);
   check_launch("mla prefill (bf16 copies)");
   constexpr int kSmem = (kQT * kDq + 2 * kKT * (kDq + kDv)) * 2;
   static bool configured = false;
@@ -257,7 +257,7 @@ void mla_prefill_bf16(const float* q, const float* k, const float* v, const MlaS
                      S,  s.n_past, H,  1.0f / sqrtf(static_cast<float>(kDq)) * 1.4426950408889634f,
                      o};
   const dim3 grid(static_cast<unsigned>((s.T + kQT - 1) / kQT), static_cast<unsigned>(H));
-  flash_mla<<<grid, kThreads, kSmem, stream()>>>(fa);
+  cuda::launch(flash_mla, grid, kThreads, kSmem, fa);
   check_launch("mla prefill (flash)");
 }
 

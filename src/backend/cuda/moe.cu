@@ -179,16 +179,16 @@ void launch_grouped(const float* x, const int32_t* offsets, const int32_t* activ
   const bool bf16 = m.format == MatFormat::bf16;
   switch (format_kind(m, x)) {
     case 0:
-      grouped_gemv<0><<<grid, 32 * kWarps, 0, stream()>>>(x, offsets, active, n_active, experts,
-                                                          which, bf16, m.rows, m.cols, y);
+      cuda::launch(grouped_gemv<0>, grid, 32 * kWarps, 0, x, offsets, active, n_active, experts,
+                   which, bf16, m.rows, m.cols, y);
       break;
     case 1:
-      grouped_gemv<1><<<grid, 32 * kWarps, 0, stream()>>>(x, offsets, active, n_active, experts,
-                                                          which, bf16, m.rows, m.cols, y);
+      cuda::launch(grouped_gemv<1>, grid, 32 * kWarps, 0, x, offsets, active, n_active, experts,
+                   which, bf16, m.rows, m.cols, y);
       break;
     default:
-      grouped_gemv<2><<<grid, 32 * kWarps, 0, stream()>>>(x, offsets, active, n_active, experts,
-                                                          which, bf16, m.rows, m.cols, y);
+      cuda::launch(grouped_gemv<2>, grid, 32 * kWarps, 0, x, offsets, active, n_active, experts,
+                   which, bf16, m.rows, m.cols, y);
   }
   check_launch("moe_experts (grouped gemv)");
 }
@@ -237,6 +237,20 @@ const cuda::Mxfp4Expert* mxfp4_table(Args& a, const ExpertMats* experts, int64_t
   static uint64_t cache_generation = 0;
   const uint64_t gen = cuda::resident_generation();
   std::lock_guard<std::mutex> lock(mu);
+  if (cuda::graph_mode() != cuda::GraphMode::off) {
+    auto it = cache->find(experts);
+    if (gen == cache_generation && it != cache->end() && it->second.table.get() != nullptr &&
+        it->second.generation == gen && it->second.key == key) {
+      aligned = it->second.aligned;
+      return static_cast<const cuda::Mxfp4Expert*>(it->second.table.get());
+    }
+    // The cache's memory must not come from (or be freed inside) a graph: this step runs
+    // without one and fills the cache; the table below only keeps the host code going.
+    cuda::graph_abort();
+    mx.resize(static_cast<size_t>(E));
+    build(mx);
+    return a.host_array(mx.data(), mx.size());
+  }
   if (gen != cache_generation) {  // weights came or went (a model loaded, say): start afresh,
     cache->clear();               // so tables of arrays that are gone do not pile up
     cache_generation = gen;
@@ -284,7 +298,7 @@ void moe_gemm_path(const float* dz, const int32_t* choice_of, const int32_t* slo
   cuda::moe_gemm_gather(dz, choice_of, N, s.k, L, parts, xs);
   cuda::moe_gemm_gate_up(xs, parts, tiles, dmx, N, L, I, s.situ, hs);
   cuda::moe_gemm_down(hs, parts, tiles, dmx, N, I, L, y);
-  combine<<<blocks_for(s.T * L, 256), 256, 0, stream()>>>(y, slot_of, dw, s.T, s.k, L, dc);
+  cuda::launch(combine, blocks_for(s.T * L, 256), 256, 0, y, slot_of, dw, s.T, s.k, L, dc);
   check_launch("moe_experts (combine)");
 }
 
@@ -315,11 +329,11 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
   int32_t* counts = static_cast<int32_t*>(tables.get());
   int32_t *offsets = counts + E, *active = offsets + E + 1, *fill = active + E;
   int32_t *n_active = fill + E, *slot_of = n_active + 1, *choice_of = slot_of + N;
-  cuda::check_cuda(cudaMemsetAsync(counts, 0, E * sizeof(int32_t), stream()), "moe_experts");
-  count_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, counts);
-  scan_groups<<<1, kScanThreads, 0, stream()>>>(counts, static_cast<int>(E), offsets, active,
-                                                n_active, fill);
-  place_choices<<<blocks_for(N, 256), 256, 0, stream()>>>(dsel, N, fill, slot_of, choice_of);
+  cuda::memset_async(counts, 0, E * sizeof(int32_t), "moe_experts");
+  cuda::launch(count_choices, blocks_for(N, 256), 256, 0, dsel, N, counts);
+  cuda::launch(scan_groups, 1, kScanThreads, 0, counts, static_cast<int>(E), offsets, active,
+               n_active, fill);
+  cuda::launch(place_choices, blocks_for(N, 256), 256, 0, dsel, N, fill, slot_of, choice_of);
   check_launch("moe_experts (grouping)");
   bool mma_aligned = false;  // the tensor-core kernels copy weight rows 16 bytes at a time
   const cuda::Mxfp4Expert* dmx = g0.format == MatFormat::mxfp4 && T <= cuda::kMmaMaxT
@@ -362,14 +376,14 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
   Scratch y_s(N * L * sizeof(float));
   float *zin = static_cast<float*>(zin_s.get()), *ga = static_cast<float*>(ga_s.get());
   float *up = static_cast<float*>(up_s.get()), *y = static_cast<float*>(y_s.get());
-  gather_slots<<<blocks_for(N * L, 256), 256, 0, stream()>>>(dz, choice_of, N, k, L, zin);
+  cuda::launch(gather_slots, blocks_for(N * L, 256), 256, 0, dz, choice_of, N, k, L, zin);
   check_launch("moe_experts (gather)");
   if (T <= kGroupedMaxT && aligned) {
     const ExpertPtrs* dptrs = a.host_array(ptrs.data(), ptrs.size());
     const int64_t max_active = std::min(E, N);
     launch_grouped(zin, offsets, active, n_active, dptrs, 0, g0, max_active, ga);
     launch_grouped(zin, offsets, active, n_active, dptrs, 1, experts[0].up, max_active, up);
-    situ_kernel<<<blocks_for(N * I, 256), 256, 0, stream()>>>(ga, up, N * I, s.situ);
+    cuda::launch(situ_kernel, blocks_for(N * I, 256), 256, 0, ga, up, N * I, s.situ);
     launch_grouped(ga, offsets, active, n_active, dptrs, 2, experts[0].down, max_active, y);
   } else {
     std::vector<int32_t> off(static_cast<size_t>(E + 1));
@@ -383,14 +397,14 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
       cuda::linear_device(zin + o * L, n, dev[3 * e], ga + o * I);
       cuda::linear_device(zin + o * L, n, dev[3 * e + 1], up + o * I);
     }
-    situ_kernel<<<blocks_for(N * I, 256), 256, 0, stream()>>>(ga, up, N * I, s.situ);
+    cuda::launch(situ_kernel, blocks_for(N * I, 256), 256, 0, ga, up, N * I, s.situ);
     for (int64_t e = 0; e < E; ++e) {
       const int64_t o = off[e], n = off[e + 1] - off[e];
       if (n > 0) cuda::linear_device(ga + o * I, n, dev[3 * e + 2], y + o * L);
     }
   }
   check_launch("moe_experts (situ)");
-  combine<<<blocks_for(T * L, 256), 256, 0, stream()>>>(y, slot_of, dw, T, k, L, dc);
+  cuda::launch(combine, blocks_for(T * L, 256), 256, 0, y, slot_of, dw, T, k, L, dc);
   check_launch("moe_experts (combine)");
 }
 

@@ -342,7 +342,7 @@ void launch(const GemmArgs& a) {
   const int64_t per_tile = kGateUp ? kBN / 2 : kBN;
   const dim3 grid(static_cast<unsigned>((a.R + per_tile - 1) / per_tile),
                   static_cast<unsigned>(std::min<int64_t>(a.tiles.max_tiles, 65535)));
-  moe_gemm<kParts, kGateUp><<<grid, kThreads, kSmem, stream()>>>(a);
+  cuda::launch(moe_gemm<kParts, kGateUp>, grid, kThreads, kSmem, a);
   check_launch(kGateUp ? "moe_experts (gemm gate/up)" : "moe_experts (gemm down)");
 }
 
@@ -357,7 +357,7 @@ void check_shape(int parts, const MoeGemmTiles& t, int64_t C, int64_t R) {
 int64_t moe_gemm_max_tiles(int64_t N, int64_t E) { return (N + kBM - 1) / kBM + std::min(E, N); }
 
 void moe_gemm_tiles(const int32_t* offsets, int64_t E, const MoeGemmTiles& t) {
-  build_tiles<<<1, 32, 0, stream()>>>(offsets, static_cast<int>(E), t);
+  cuda::launch(build_tiles, 1, 32, 0, offsets, static_cast<int>(E), t);
   check_launch("moe_experts (gemm tiles)");
 }
 
@@ -366,9 +366,9 @@ void moe_gemm_gather(const float* z, const int32_t* choice_of, int64_t N, int64_
   check(L % 8 == 0 && (parts == 1 || parts == 3), "moe_gemm_gather: bad shape");
   const int64_t n = N * (L / 8);
   if (parts == 1) {
-    gather_parts<1><<<blocks_for(n, 256), 256, 0, stream()>>>(z, choice_of, N, k, L, xs);
+    cuda::launch(gather_parts<1>, blocks_for(n, 256), 256, 0, z, choice_of, N, k, L, xs);
   } else {
-    gather_parts<3><<<blocks_for(n, 256), 256, 0, stream()>>>(z, choice_of, N, k, L, xs);
+    cuda::launch(gather_parts<3>, blocks_for(n, 256), 256, 0, z, choice_of, N, k, L, xs);
   }
   check_launch("moe_experts (gemm gather)");
 }

@@ -312,9 +312,8 @@ void launch_mma(const __nv_bfloat16* xs, const MoeGroups& grp, const Mxfp4Expert
   }
   const dim3 grid(static_cast<unsigned>(int64_t{n_windows} * tiles * n_which),
                   static_cast<unsigned>(grp.max_active));
-  kernel<<<grid, 32, smem, stream()>>>(xs, grp.offsets, grp.active, grp.n_active, experts, which0,
-                                       tiles, n_windows, R, C, 3 * N, y3[0],
-                                       n_which > 1 ? y3[1] : y3[0]);
+  cuda::launch(kernel, grid, 32, smem, xs, grp.offsets, grp.active, grp.n_active, experts, which0,
+               tiles, n_windows, R, C, 3 * N, y3[0], n_which > 1 ? y3[1] : y3[0]);
   check_launch("moe_experts (mxfp4 mma)");
 }
 
@@ -322,7 +321,7 @@ void launch_mma(const __nv_bfloat16* xs, const MoeGroups& grp, const Mxfp4Expert
 
 void moe_gather_split(const float* z, const int32_t* choice_of, int64_t N, int64_t k, int64_t L,
                       __nv_bfloat16* zs) {
-  gather_split<<<blocks_for(N * L, 256), 256, 0, stream()>>>(z, choice_of, N, k, L, zs);
+  cuda::launch(gather_split, blocks_for(N * L, 256), 256, 0, z, choice_of, N, k, L, zs);
   check_launch("moe_experts (gather + split)");
 }
 
@@ -352,13 +351,13 @@ void moe_mxfp4_mma(const __nv_bfloat16* xs, const MoeGroups& g, const Mxfp4Exper
 
 void moe_situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, SituParams p,
                     __nv_bfloat16* hs) {
-  situ_split<<<blocks_for(N * I, 256), 256, 0, stream()>>>(gate3, up3, N, I, p, hs);
+  cuda::launch(situ_split, blocks_for(N * I, 256), 256, 0, gate3, up3, N, I, p, hs);
   check_launch("moe_experts (situ + split)");
 }
 
 void moe_combine3(const float* y3, const int32_t* slot_of, const float* weight, int64_t T,
                   int64_t k, int64_t L, float* c) {
-  combine3<<<blocks_for(T * L, 256), 256, 0, stream()>>>(y3, slot_of, weight, T, k, L, c);
+  cuda::launch(combine3, blocks_for(T * L, 256), 256, 0, y3, slot_of, weight, T, k, L, c);
   check_launch("moe_experts (combine)");
 }
 

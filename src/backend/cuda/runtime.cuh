@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/graph.cuh"
 #include "core/error.h"
 #include "ops/linear/linear.h"
 
@@ -39,6 +40,7 @@ struct BlasApi {
   decltype(&cublasSetStream_v2) set_stream;
   GemmExFn gemm_ex;
   decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasSetWorkspace_v2) set_workspace;
 };
 const BlasApi& blas_api();
 bool host_staging();
@@ -54,9 +56,10 @@ class Scratch {
   Scratch() = default;
   explicit Scratch(size_t bytes);
   ~Scratch();
-  Scratch(Scratch&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  Scratch(Scratch&& o) noexcept : p_(o.p_), graph_(o.graph_) { o.p_ = nullptr; }
   Scratch& operator=(Scratch&& o) noexcept {  // what this held is freed (in order) with o
     std::swap(p_, o.p_);
+    std::swap(graph_, o.graph_);
     return *this;
   }
   Scratch(const Scratch&) = delete;
@@ -65,12 +68,16 @@ class Scratch {
 
  private:
   void* p_ = nullptr;
+  bool graph_ = false;  // from a graphed step's scratch stack (graph.cuh)
 };
 
 // A host array copied to fresh device scratch (indices, tables, pointer lists).
+// In a graphed step the kernels read it from the table slab's device mirror instead.
 template <typename T>
 const T* upload(const T* host, size_t n, std::vector<Scratch>& keep) {
   if (n == 0) return nullptr;
+  if (graph_mode() != GraphMode::off)
+    return static_cast<const T*>(graph_table(host, n * sizeof(T)));
   keep.emplace_back(n * sizeof(T));
   copy_in_async(keep.back().get(), host, n * sizeof(T), "upload");
   return static_cast<const T*>(keep.back().get());
