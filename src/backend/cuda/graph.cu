@@ -1,6 +1,9 @@
 // Graphed steps (graph.cuh): the capture / dry-run modes, the table slab, the scratch stack and
 // the cache of instantiated graphs, one per step key.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -15,11 +18,39 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// One event of a step, kept for K3_GRAPH_DEBUG's report.
+struct Event {
+  const void* fn;  // kernel, or the name of a call; nullptr: a table
+  bool kernel;
+  std::vector<uint64_t> parts;
+};
+
 struct Entry {
   cudaGraphExec_t exec = nullptr;
   uint64_t hash = 0;
-  bool eager_only = false;  // its capture failed (a host sync inside): run it as before
+  bool eager_only = false;    // its capture failed (a host sync inside): run it as before
+  std::vector<Event> events;  // K3_GRAPH_DEBUG only
+  bool reported = false;
 };
+
+bool debugging() {
+  static const bool on = [] {
+    const char* v = std::getenv("K3_GRAPH_DEBUG");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+std::string event_name(const Event& ev) {
+  if (ev.fn == nullptr) return "table";
+  if (!ev.kernel) return static_cast<const char*>(ev.fn);
+  const char* name = nullptr;
+  if (cudaFuncGetName(&name, ev.fn) != cudaSuccess || name == nullptr) {
+    cudaGetLastError();
+    return "kernel";
+  }
+  return name;
+}
 
 // One step is graphed at a time (the engine's), so one slab and one scratch buffer serve all
 // keys; growing either moves it, which invalidates every graph.
@@ -46,6 +77,7 @@ struct Graphs {
 
   std::unordered_map<uint64_t, Entry> entries;
   CudaGraphStats stats;
+  std::vector<Event> events;  // this run's (K3_GRAPH_DEBUG)
 
   void begin(GraphMode m) {
     t_mode = m;
@@ -53,6 +85,7 @@ struct Graphs {
     overflow = abort = false;
     slab_used = slab_need = scratch_need = 0;
     stack.clear();
+    events.clear();
   }
   void drop_all() {
     for (auto& [key, e] : entries) {
@@ -89,9 +122,10 @@ Graphs& graphs() {
 
 GraphMode graph_mode() { return t_mode; }
 
-bool graph_note(const void* fn, const void* bytes, size_t n) {
+bool graph_note(const void* fn, bool kernel, const uint64_t* parts, int n) {
   Graphs& g = graphs();
-  g.hash = detail::fold(detail::fold_arg(g.hash, fn), bytes, n);
+  g.hash = detail::fold(detail::fold_arg(g.hash, fn), parts, sizeof(uint64_t) * n);
+  if (debugging()) g.events.push_back({fn, kernel, std::vector<uint64_t>(parts, parts + n)});
   return t_mode != GraphMode::dry;
 }
 
@@ -105,6 +139,7 @@ const void* graph_table(const void* host, size_t n) {
   g.slab_used = off + aligned(n);
   g.slab_need = std::max(g.slab_need, g.slab_used);
   g.hash = detail::fold_arg(detail::fold_arg(g.hash, off), n);
+  if (debugging()) g.events.push_back({nullptr, false, {off, n}});
   if (g.slab_used > g.slab_cap) {
     g.overflow = true;
     return g.mirror != nullptr ? g.mirror : reinterpret_cast<const void*>(kAlign);
@@ -186,7 +221,34 @@ bool capture(Graphs& g, Entry& e, const std::function<void()>& forward) {
   if (e.exec != nullptr) cudaGraphExecDestroy(e.exec);
   e.exec = exec;
   e.hash = g.hash;
+  e.events = std::move(g.events);
   return true;
+}
+
+// K3_GRAPH_DEBUG: where a dry run first left its capture (once per key).
+void report_stale(Graphs& g, Entry& e) {
+  if (!debugging() || e.reported) return;
+  e.reported = true;
+  const size_t n = std::min(g.events.size(), e.events.size());
+  int shown = 0;
+  for (size_t i = 0; i < n && shown < 12; ++i) {
+    const Event &a = e.events[i], &b = g.events[i];
+    if (a.fn == b.fn && a.parts == b.parts) continue;
+    std::string what;
+    for (size_t j = 0; j < std::max(a.parts.size(), b.parts.size()); ++j) {
+      if (j >= a.parts.size() || j >= b.parts.size() || a.parts[j] != b.parts[j]) {
+        what += j == 0 ? " shape" : " arg" + std::to_string(j - 1);
+      }
+    }
+    std::fprintf(stderr, "graph debug: event %zu: captured %s, dry run %s; differs in%s\n", i,
+                 event_name(a).c_str(), event_name(b).c_str(),
+                 a.fn == b.fn ? what.c_str() : " function");
+    ++shown;
+  }
+  if (g.events.size() != e.events.size()) {
+    std::fprintf(stderr, "graph debug: %zu events captured, %zu in the dry run\n", e.events.size(),
+                 g.events.size());
+  }
 }
 
 }  // namespace
@@ -220,6 +282,7 @@ void cuda_run_graphed(uint64_t key, const std::function<void()>& forward) {
       return;
     }
     ++g.stats.stale;
+    cuda::report_stale(g, e);
   }
   bool captured = false, failed = false;
   try {

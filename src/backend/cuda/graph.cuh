@@ -25,9 +25,10 @@ namespace k3::cuda {
 enum class GraphMode : uint8_t { off, capture, dry };
 GraphMode graph_mode();
 
-// Folds an event of the step into the running hash. Returns whether the work should reach the
-// stream (false in a dry run).
-bool graph_note(const void* fn, const void* bytes, size_t n);
+// Folds an event of the step (a kernel's or call's identity and the hashes of its shape and of
+// each argument) into the running hash. Returns whether the work should reach the stream
+// (false in a dry run). K3_GRAPH_DEBUG=1 prints where a stale dry run first differs.
+bool graph_note(const void* fn, bool kernel, const uint64_t* parts, int n);
 
 // Device table space for n bytes of a host array in a graphed step (the host bytes are copied
 // to the slab now; the device mirror is filled before the graph runs).
@@ -40,6 +41,7 @@ void graph_free(void* p);
 void graph_abort();
 
 namespace detail {
+constexpr uint64_t kSeed = 0xcbf29ce484222325ull;
 inline uint64_t fold(uint64_t h, const void* p, size_t n) {
   const auto* b = static_cast<const unsigned char*>(p);
   for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;  // FNV-1a
@@ -66,9 +68,10 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... arg
     unsigned g[3], b[3];
     uint64_t smem;
   } shape{{grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, smem};
-  uint64_t h = detail::fold(0xcbf29ce484222325ull, &shape, sizeof shape);
-  ((h = detail::fold_arg(h, static_cast<P>(args))), ...);
-  if (!graph_note(reinterpret_cast<const void*>(kernel), &h, sizeof h)) return;
+  uint64_t parts[sizeof...(P) + 1] = {detail::fold(detail::kSeed, &shape, sizeof shape)};
+  int i = 1;
+  ((parts[i++] = detail::fold_arg(detail::kSeed, static_cast<P>(args))), ...);
+  if (!graph_note(reinterpret_cast<const void*>(kernel), true, parts, i)) return;
   kernel<<<grid, block, smem, stream()>>>(std::forward<A>(args)...);
 }
 
@@ -77,9 +80,10 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... arg
 template <typename... A>
 bool gate_call(const char* what, const A&... args) {
   if (graph_mode() == GraphMode::off) return true;
-  uint64_t h = 0xcbf29ce484222325ull;
-  ((h = detail::fold_arg(h, args)), ...);
-  return graph_note(what, &h, sizeof h);
+  uint64_t parts[sizeof...(A) + 1] = {0};
+  int i = 1;
+  ((parts[i++] = detail::fold_arg(detail::kSeed, args)), ...);
+  return graph_note(what, false, parts, i);
 }
 
 // cudaMemsetAsync on the stream, through the gate.
