@@ -51,6 +51,13 @@ template <typename T>
 uint64_t fold_arg(uint64_t h, const T& v) {
   return fold(h, &v, sizeof(T));
 }
+// The hash of one kernel argument: its bytes, with a struct's (or closure's) padding cleared
+// first, since those bytes are not its value and differ from call to call.
+template <typename T>
+uint64_t arg_hash(T v) {
+  if constexpr (std::is_class_v<T>) __builtin_clear_padding(&v);
+  return fold(kSeed, &v, sizeof v);
+}
 }  // namespace detail
 
 cudaStream_t stream();
@@ -70,7 +77,7 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... arg
   } shape{{grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, smem};
   uint64_t parts[sizeof...(P) + 1] = {detail::fold(detail::kSeed, &shape, sizeof shape)};
   int i = 1;
-  ((parts[i++] = detail::fold_arg(detail::kSeed, static_cast<P>(args))), ...);
+  ((parts[i++] = detail::arg_hash<P>(args)), ...);
   if (!graph_note(reinterpret_cast<const void*>(kernel), true, parts, i)) return;
   kernel<<<grid, block, smem, stream()>>>(std::forward<A>(args)...);
 }
@@ -82,7 +89,7 @@ bool gate_call(const char* what, const A&... args) {
   if (graph_mode() == GraphMode::off) return true;
   uint64_t parts[sizeof...(A) + 1] = {0};
   int i = 1;
-  ((parts[i++] = detail::fold_arg(detail::kSeed, args)), ...);
+  ((parts[i++] = detail::arg_hash<A>(args)), ...);
   return graph_note(what, false, parts, i);
 }
 

@@ -96,7 +96,7 @@ void run_one(const KdaInputs& in, KdaShape s, float* S, float* o) {
 // The decode step (one token per sequence) spread over the whole chip: a block owns 32 value
 // columns of one (sequence, head); warp r holds rows r, r+8, … of those columns in registers
 // (read once, written once), so the two column sums (Sᵀk and Sᵀq) are one cross-warp
-// reduction each. Up to kDecodeSeqs sequences per launch travel in the kernel parameters.
+// reduction each. Up to kDecodeSeqs sequences per launch, their rows and states in a table.
 constexpr int kDecodeSeqs = 64, kDecodeThreads = 256, kDecodeRowGroups = kDecodeThreads / 32;
 
 struct DecodeSeqs {
@@ -107,14 +107,14 @@ struct DecodeSeqs {
 template <int kRowsPerThread>
 __global__ void __launch_bounds__(kDecodeThreads)
     kda_decode_step(const float* q, const float* k, const float* v, const float* g,
-                    const float* beta, const DecodeSeqs seqs, int H, int K, int V, int vtiles,
+                    const float* beta, const DecodeSeqs* seqs, int H, int K, int V, int vtiles,
                     float* o) {
   __shared__ float kk[kMaxK], qq[kMaxK], ag[kMaxK];
   __shared__ float red[kDecodeRowGroups][32];
   const int si = blockIdx.x / vtiles, lane = threadIdx.x % 32, rg = threadIdx.x / 32;
   const int j = (blockIdx.x % vtiles) * 32 + lane, h = blockIdx.y;
-  const int64_t row = seqs.t0[si] * H + h;
-  float* S = seqs.S[si] + int64_t{h} * K * V;
+  const int64_t row = seqs->t0[si] * H + h;
+  float* S = seqs->S[si] + int64_t{h} * K * V;
   float st[kRowsPerThread];
 #pragma unroll
   for (int m = 0; m < kRowsPerThread; ++m) {  // the state loads first: all in flight at once
@@ -172,15 +172,15 @@ constexpr int kVecGroups = kDecodeThreads / 16;
 template <int kRowsPerThread>
 __global__ void __launch_bounds__(kDecodeThreads)
     kda_decode_step4(const float* q, const float* k, const float* v, const float* g,
-                     const float* beta, const DecodeSeqs seqs, int H, int K, int V, int vtiles,
+                     const float* beta, const DecodeSeqs* seqs, int H, int K, int V, int vtiles,
                      float* o) {
   __shared__ float kk[kMaxK], qq[kMaxK], ag[kMaxK];
   __shared__ float4 red[kVecGroups][16];
   const int si = blockIdx.x / vtiles, l16 = threadIdx.x % 16, rg = threadIdx.x / 16;
   const int j4 = (blockIdx.x % vtiles) * 16 + l16, V4 = V / 4, h = blockIdx.y;
   const bool col = j4 < V4;
-  const int64_t row = seqs.t0[si] * H + h;
-  float4* S = reinterpret_cast<float4*>(seqs.S[si] + int64_t{h} * K * V);
+  const int64_t row = seqs->t0[si] * H + h;
+  float4* S = reinterpret_cast<float4*>(seqs->S[si] + int64_t{h} * K * V);
   float4 st[kRowsPerThread];
 #pragma unroll
   for (int m = 0; m < kRowsPerThread; ++m) {  // the state loads first: all in flight at once
@@ -245,7 +245,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The float4 kernel when every row it touches is 16-byte aligned.
-bool launch_decode4(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape s, float* o) {
+// seqs: the table on the host (alignment checks), dseqs: its device copy (the kernels').
+bool launch_decode4(const KdaInputs& d, const DecodeSeqs& seqs, const DecodeSeqs* dseqs, int n,
+                    KdaShape s, float* o) {
   if (s.V % 4 != 0 || s.K > 16 * kVecGroups || !aligned16(d.v) || !aligned16(o)) return false;
   for (int i = 0; i < n; ++i) {
     if (!aligned16(seqs.S[i])) return false;
@@ -254,29 +256,30 @@ bool launch_decode4(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape 
   const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
   const int H = static_cast<int>(s.H);
   if (K <= 8 * kVecGroups) {
-    cuda::launch(kda_decode_step4<8>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+    cuda::launch(kda_decode_step4<8>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, dseqs, H,
                  K, V, vtiles, o);
   } else {
-    cuda::launch(kda_decode_step4<16>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
-                 K, V, vtiles, o);
+    cuda::launch(kda_decode_step4<16>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, dseqs,
+                 H, K, V, vtiles, o);
   }
   check_launch("kda_decode (float4)");
   return true;
 }
 
-void launch_decode(const KdaInputs& d, const DecodeSeqs& seqs, int n, KdaShape s, float* o) {
-  if (launch_decode4(d, seqs, n, s, o)) return;
+void launch_decode(const KdaInputs& d, const DecodeSeqs& seqs, const DecodeSeqs* dseqs, int n,
+                   KdaShape s, float* o) {
+  if (launch_decode4(d, seqs, dseqs, n, s, o)) return;
   const int K = static_cast<int>(s.K), V = static_cast<int>(s.V), vtiles = (V + 31) / 32;
   const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
   const int H = static_cast<int>(s.H);
   if (K <= 8 * kDecodeRowGroups) {
-    cuda::launch(kda_decode_step<8>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+    cuda::launch(kda_decode_step<8>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, dseqs, H,
                  K, V, vtiles, o);
   } else if (K <= 16 * kDecodeRowGroups) {
-    cuda::launch(kda_decode_step<16>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+    cuda::launch(kda_decode_step<16>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, dseqs, H,
                  K, V, vtiles, o);
   } else {
-    cuda::launch(kda_decode_step<32>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, seqs, H,
+    cuda::launch(kda_decode_step<32>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, dseqs, H,
                  K, V, vtiles, o);
   }
   check_launch("kda_decode");
@@ -305,7 +308,9 @@ void kda_decode_cuda(const KdaInputs& all, const KdaDecodeSeq* seqs, int64_t n, 
       ds.t0[i] = seqs[i0 + i].t0;
       ds.S[i] = a.inout(seqs[i0 + i].S, s.H * s.K * s.V);
     }
-    launch_decode(d, ds, m, s, dout);
+    // The table on the device, not in the kernel parameters: a graphed decode step (graph.cuh)
+    // then replays whichever sequences the batch holds.
+    launch_decode(d, ds, a.host_array(&ds, 1), m, s, dout);
   }
 }
 
