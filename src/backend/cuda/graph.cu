@@ -27,6 +27,7 @@ struct Event {
 
 struct Entry {
   cudaGraphExec_t exec = nullptr;
+  cudaGraph_t graph = nullptr;  // K3_GRAPH_DEBUG only (described when a launch fails)
   uint64_t hash = 0;
   bool eager_only = false;    // its capture failed (a host sync inside): run it as before
   std::vector<Event> events;  // K3_GRAPH_DEBUG only
@@ -90,6 +91,7 @@ struct Graphs {
   void drop_all() {
     for (auto& [key, e] : entries) {
       if (e.exec != nullptr) cudaGraphExecDestroy(e.exec);
+      if (e.graph != nullptr) cudaGraphDestroy(e.graph);
     }
     entries.clear();
   }
@@ -213,12 +215,19 @@ bool capture(Graphs& g, Entry& e, const std::function<void()>& forward) {
   }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
   if (inst != cudaSuccess) {
+    cudaGraphDestroy(graph);
     cudaGetLastError();
     return false;
   }
   if (e.exec != nullptr) cudaGraphExecDestroy(e.exec);
+  if (e.graph != nullptr) cudaGraphDestroy(e.graph);
+  e.graph = nullptr;
+  if (debugging()) {
+    e.graph = graph;
+  } else {
+    cudaGraphDestroy(graph);
+  }
   e.exec = exec;
   e.hash = g.hash;
   e.events = std::move(g.events);
@@ -251,6 +260,30 @@ void report_stale(Graphs& g, Entry& e) {
   }
 }
 
+// Launches e's graph; K3_GRAPH_DEBUG describes the graph when the launch fails.
+void launch_graph(Entry& e) {
+  const cudaError_t err = cudaGraphLaunch(e.exec, stream());
+  if (err != cudaSuccess && e.graph != nullptr) {
+    size_t n = 0;
+    cudaGraphGetNodes(e.graph, nullptr, &n);
+    std::vector<cudaGraphNode_t> nodes(n);
+    cudaGraphGetNodes(e.graph, nodes.data(), &n);
+    int types[32] = {};
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType t;
+      if (cudaGraphNodeGetType(node, &t) == cudaSuccess && t < 32) ++types[t];
+    }
+    std::fprintf(
+        stderr, "graph debug: launch failed (%s), %zu nodes; by type:", cudaGetErrorString(err), n);
+    for (int t = 0; t < 32; ++t) {
+      if (types[t] > 0) std::fprintf(stderr, " %d:%d", t, types[t]);
+    }
+    std::fprintf(stderr, "\n");
+  }
+  check_cuda(err, "graph launch");
+  check_cuda(cudaStreamSynchronize(stream()), "graph step");
+}
+
 }  // namespace
 
 }  // namespace cuda
@@ -276,8 +309,7 @@ void cuda_run_graphed(uint64_t key, const std::function<void()>& forward) {
     cuda::t_mode = cuda::GraphMode::off;
     if (!g.overflow && !g.abort && g.hash == e.hash) {
       cuda::upload_slab(g);
-      cuda::check_cuda(cudaGraphLaunch(e.exec, cuda::stream()), "graph launch");
-      cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "graph step");
+      cuda::launch_graph(e);
       ++g.stats.replays;
       return;
     }
@@ -294,8 +326,7 @@ void cuda_run_graphed(uint64_t key, const std::function<void()>& forward) {
   }
   if (captured) {
     cuda::upload_slab(g);
-    cuda::check_cuda(cudaGraphLaunch(e.exec, cuda::stream()), "graph launch");
-    cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "graph step");
+    cuda::launch_graph(e);
     ++g.stats.captures;
     return;
   }
