@@ -241,9 +241,11 @@ class CudaBackend final : public Backend {
           cudaGetErrorString(e), ")");
     return p;
   }
+  // A graph's copies name the memory they were captured with: a later allocation at the same
+  // address would pass the dry run's check but not the driver's, so frees drop every graph.
   void free(void* p) override {
     if (p != nullptr) {
-      cudaStreamSynchronize(cuda::stream());
+      cuda_drop_graphs();
       cudaFree(p);
     }
   }
@@ -298,7 +300,7 @@ class CudaBackend final : public Backend {
   }
   void free_host(void* p) override {
     if (p == nullptr) return;
-    cudaStreamSynchronize(cuda::stream());  // no copy into it may still be queued
+    cuda_drop_graphs();  // syncs: no copy into it may still be queued (and see free)
     cudaFreeHost(p);
   }
   bool supports_op(std::string_view op) const override {

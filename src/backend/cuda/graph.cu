@@ -60,8 +60,9 @@ thread_local GraphMode t_mode = GraphMode::off;
 
 struct Graphs {
   uint64_t hash = 0;
-  bool overflow = false;  // the slab or the scratch was too small: run eagerly, grow, retry
-  bool abort = false;     // the host code met work a graph cannot hold (see graph_abort)
+  bool overflow = false;    // the slab or the scratch was too small: run eagerly, grow, retry
+  bool abort = false;       // the host code met work a graph cannot hold (see graph_abort)
+  bool drop_after = false;  // memory was freed during the step: no graph may outlive it
 
   char* slab = nullptr;    // pinned host tables
   char* mirror = nullptr;  // their device copy
@@ -288,7 +289,9 @@ void launch_graph(Entry& e) {
 
 }  // namespace cuda
 
-void cuda_run_graphed(uint64_t key, const std::function<void()>& forward) {
+namespace {
+
+void run_graphed(uint64_t key, const std::function<void()>& forward) {
   cuda::Graphs& g = cuda::graphs();
   cuda::Entry& e = g.entries[key];
   if (e.eager_only) {
@@ -337,11 +340,30 @@ void cuda_run_graphed(uint64_t key, const std::function<void()>& forward) {
   if (failed) g.entries[key].eager_only = true;
 }
 
+}  // namespace
+
+void cuda_run_graphed(uint64_t key, const std::function<void()>& forward) {
+  cuda::Graphs& g = cuda::graphs();
+  g.drop_after = false;
+  try {
+    run_graphed(key, forward);
+  } catch (...) {
+    if (g.drop_after) cuda_drop_graphs();
+    throw;
+  }
+  if (g.drop_after) cuda_drop_graphs();
+}
+
 CudaGraphStats cuda_graph_stats() { return cuda::graphs().stats; }
 
 void cuda_drop_graphs() {
+  cuda::Graphs& g = cuda::graphs();
+  if (cuda::t_mode != cuda::GraphMode::off) {  // memory freed inside a graphed step's host code
+    g.abort = g.drop_after = true;
+    return;
+  }
   cudaStreamSynchronize(cuda::stream());  // no throw: engines call this from their destructor
-  cuda::graphs().drop_all();
+  g.drop_all();
 }
 
 }  // namespace k3
