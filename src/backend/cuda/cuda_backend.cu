@@ -23,6 +23,8 @@ struct Runtime {
   cudaStream_t stream = nullptr;
   cudaStream_t copy_stream = nullptr;  // device-to-host copies that overlap the main stream
   cudaEvent_t queued = nullptr;        // marks the main stream's work before such a copy
+  cudaEvent_t copied = nullptr;        // marks those copies (a graph capture joins on it)
+  bool forked = false;                 // a capture has copies on copy_stream not joined yet
   cublasHandle_t blas = nullptr;
   std::mutex mu;
   std::map<uintptr_t, Resident> resident;  // host start -> device copy
@@ -34,6 +36,7 @@ struct Runtime {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "cudaEventCreate");
     // Keep freed scratch in the stream-ordered pool instead of returning it at every sync.
     cudaMemPool_t pool = nullptr;
     check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "default mempool");
@@ -156,6 +159,7 @@ const BlasApi& blas_api() {
 }
 
 cudaStream_t stream() { return runtime().stream; }
+void forget_forks() { runtime().forked = false; }
 
 void copy_in_async(void* dst, const void* host, size_t n, const char* what) {
   if (n == 0) return;
@@ -267,21 +271,27 @@ class CudaBackend final : public Backend {
   }
   void zero(void* dst, size_t n) override { cuda::memset_async(dst, 0, n, "memset"); }
   void sync() override {
-    if (cuda::graph_mode() != cuda::GraphMode::off) return;
+    cuda::Runtime& rt = cuda::runtime();
+    if (cuda::graph_mode() == cuda::GraphMode::dry) return;
+    if (cuda::graph_mode() == cuda::GraphMode::capture) {
+      // The graph waits for the copies on the second stream instead (a capture must end with
+      // every stream it forked joined back).
+      if (rt.forked) {
+        cuda::check_cuda(cudaEventRecord(rt.copied, rt.copy_stream), "sync (record)");
+        cuda::check_cuda(cudaStreamWaitEvent(rt.stream, rt.copied, 0), "sync (join)");
+        rt.forked = false;
+      }
+      return;
+    }
     cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "sync");
     cuda::check_cuda(cudaStreamSynchronize(cuda::runtime().copy_stream), "sync (copies)");
   }
   void copy_rows_to_host_async(void* dst, size_t dpitch, const void* src, size_t spitch,
                                size_t width, size_t rows) override {
     if (width == 0 || rows == 0) return;
-    if (cuda::graph_mode() != cuda::GraphMode::off) {  // one stream inside a graph
-      if (!cuda::gate_call("copy rows to host", dst, dpitch, src, spitch, width, rows)) return;
-      cuda::check_cuda(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows,
-                                         cudaMemcpyDeviceToHost, cuda::stream()),
-                       "copy rows to host");
-      return;
-    }
+    if (!cuda::gate_call("copy rows to host", dst, dpitch, src, spitch, width, rows)) return;
     cuda::Runtime& rt = cuda::runtime();
+    rt.forked |= cuda::graph_mode() == cuda::GraphMode::capture;  // joined by sync()
     // The copy stream waits for what is queued now (a wait takes the event's latest record at
     // the time of the call, so one event serves every copy).
     cuda::check_cuda(cudaEventRecord(rt.queued, rt.stream), "copy rows to host (record)");

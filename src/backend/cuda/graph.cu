@@ -195,6 +195,7 @@ void upload_slab(Graphs& g) {
 // Runs forward with the step's work captured; true when e now holds its graph.
 bool capture(Graphs& g, Entry& e, const std::function<void()>& forward) {
   cudaStream_t st = stream();
+  forget_forks();
   check_cuda(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed), "graph capture");
   g.begin(GraphMode::capture);
   cudaGraph_t graph = nullptr;

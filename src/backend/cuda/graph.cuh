@@ -61,6 +61,7 @@ uint64_t arg_hash(T v) {
 }  // namespace detail
 
 cudaStream_t stream();
+void forget_forks();  // a new capture: no copy stream forked from it yet (cuda_backend.cu)
 
 // kernel<<<grid, block, smem, stream()>>>(args...) through the graph gate: the arguments are
 // converted to the kernel's parameter types first, and those bytes are what the hash sees.
