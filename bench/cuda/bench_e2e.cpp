@@ -158,10 +158,13 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
       std::printf("  batch %3lld, %s: step %.3f ms, %.1f tok/s\n", (long long)B, variants[v].name,
                   m * 1e3, B / m);
     }
-    std::printf("  batch %3lld graphs: %lld captured, %lld replayed, %lld stale, %lld eager\n",
-                (long long)B, (long long)(g1.captures - g0.captures),
-                (long long)(g1.replays - g0.replays), (long long)(g1.stale - g0.stale),
-                (long long)(g1.eager - g0.eager));
+    const int64_t replays = g1.replays - g0.replays, dry_runs = replays + g1.stale - g0.stale;
+    std::printf(
+        "  batch %3lld graphs: %lld captured, %lld replayed, %lld stale, %lld eager; host dry run "
+        "%.1f us a step\n",
+        (long long)B, (long long)(g1.captures - g0.captures), (long long)replays,
+        (long long)(g1.stale - g0.stale), (long long)(g1.eager - g0.eager),
+        dry_runs > 0 ? (g1.dry_s - g0.dry_s) / dry_runs * 1e6 : 0.0);
     const double med = median(step_s[kVariants - 1]), tps = B / med;
     // Batch 1 reads every weight the token uses; the floor counts the bytes given (per token).
     const double floor_tps = floor_gbs > 0 ? 1.0 / (8.88 / floor_gbs) : 0;

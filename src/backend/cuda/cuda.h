@@ -45,6 +45,7 @@ struct CudaGraphStats {
   int64_t replays = 0;   // steps that replayed a graph
   int64_t stale = 0;     // dry runs that differed from their key's graph (then captured)
   int64_t eager = 0;     // steps run without a graph
+  double dry_s = 0;      // host time in dry runs, in all (their average is a replay's host cost)
 };
 CudaGraphStats cuda_graph_stats();
 void cuda_drop_graphs();  // frees every graph (an engine going away)

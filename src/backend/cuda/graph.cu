@@ -1,6 +1,7 @@
 // Graphed steps (graph.cuh): the capture / dry-run modes, the table slab, the scratch stack and
 // the cache of instantiated graphs, one per step key.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -303,6 +304,7 @@ void run_graphed(uint64_t key, const std::function<void()>& forward) {
   // The previous step's tables have been read before the slab is rewritten.
   if (g.slab_read != nullptr) cuda::check_cuda(cudaEventSynchronize(g.slab_read), "graph tables");
   if (e.exec != nullptr) {
+    const auto t0 = std::chrono::steady_clock::now();
     g.begin(cuda::GraphMode::dry);
     try {
       forward();
@@ -311,6 +313,7 @@ void run_graphed(uint64_t key, const std::function<void()>& forward) {
       throw;
     }
     cuda::t_mode = cuda::GraphMode::off;
+    g.stats.dry_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!g.overflow && !g.abort && g.hash == e.hash) {
       cuda::upload_slab(g);
       cuda::launch_graph(e);
