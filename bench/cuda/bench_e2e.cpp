@@ -40,7 +40,8 @@ int bench_e2e(const std::string& dir, int64_t prefill, const std::vector<int64_t
   const int64_t tokens = std::max(prefill, 16 + 3 * steps) + 64;
   Engine engine(*model, {.state_budget_bytes = Engine::budget_for(*model, max_b, tokens),
                          .max_sequences = max_b,
-                         .device = "cuda"});
+                         .device = "cuda",
+                         .cuda_graphs = true});
   const double resident_gb = cuda_resident_bytes() / 1e9;
   std::printf("model %s: load + upload %.1f s, %.2f GB resident on the device\n", dir.c_str(),
               now_s() - t_load, resident_gb);

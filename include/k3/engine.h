@@ -36,7 +36,7 @@ struct EngineOptions {
   // Empty: k3::default_device() (k3/device.h: the CLI's --device, else K3_DEVICE, else "cpu").
   std::string device = {};
   // On a GPU, decode steps (one new token a sequence) run as CUDA graphs (launch overhead gone);
-  // false, or K3_CUDA_GRAPH=0 in the environment, launches their kernels one by one.
+  // false launches their kernels one by one. K3_CUDA_GRAPH=0 or =1 in the environment overrides.
   bool cuda_graphs = true;
 };
 

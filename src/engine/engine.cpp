@@ -54,9 +54,11 @@ ArenaMemory memory_of(Backend& b) {
           [](void* p, void* u) { static_cast<Backend*>(u)->free(p); }, &b};
 }
 
-bool graphs_allowed() {
+// K3_CUDA_GRAPH=0 / =1 overrides EngineOptions::cuda_graphs.
+bool graphs_wanted(bool option) {
   const char* v = std::getenv("K3_CUDA_GRAPH");
-  return v == nullptr || std::string_view(v) != "0";
+  if (v == nullptr || *v == 0) return option;
+  return std::string_view(v) != "0";
 }
 
 StatePoolOptions pool_options(const EngineOptions& o, Backend& b) {
@@ -103,7 +105,7 @@ struct Engine::Impl {
         pool(model_.hparams(), pool_options(o, b)),
         host_arena(b.device() == Device::cpu ? 0 : size_t{1} << 20),
         arena(size_t{1} << 20, memory_of(b)),
-        graphs(o.cuda_graphs && b.device() == Device::cuda && graphs_allowed()) {
+        graphs(b.device() == Device::cuda && graphs_wanted(o.cuda_graphs)) {
     plan.reserve(static_cast<size_t>(o.max_sequences));
     broken.reserve(static_cast<size_t>(o.max_sequences));
     if (b.device() != Device::cpu) make_weights_resident(model.weights());
