@@ -35,10 +35,9 @@ struct EngineOptions {
   // Where the step runs: "cpu" or "cuda" (weights uploaded once, state in device memory).
   // Empty: k3::default_device() (k3/device.h: the CLI's --device, else K3_DEVICE, else "cpu").
   std::string device = {};
-  // On a GPU, decode steps (one new token a sequence) as CUDA graphs (launch overhead gone);
+  // On a GPU, decode steps (one new token a sequence) run as CUDA graphs (launch overhead gone);
   // false launches their kernels one by one. K3_CUDA_GRAPH=0 or =1 in the environment overrides.
-  // Off by default until the graphed step passes the whole GPU suite (docs/CUDA.md).
-  bool cuda_graphs = false;
+  bool cuda_graphs = true;
 };
 
 // The new tokens of one step, flattened (cu_seqlens style): sequence i owns
