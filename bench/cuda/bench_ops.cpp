@@ -371,7 +371,7 @@ void moe_case(int64_t E, int64_t k, const std::vector<MoeRun>& runs, double copy
     // The host's share: one more call's enqueue time (the GPU idles while it exceeds the
     // kernels' time; small steps with many experts are where it shows).
     const auto h0 = std::chrono::steady_clock::now();
-    moe_experts_cuda(z, dsel, w, ex.data(), {T, k, E, {4.0f, 25.0f}}, c);
+    moe_experts_cuda(z, dsel, w, ex.data(), {T, k, E, {4.0f, 25.0f}, run.bf16}, c);
     const double host_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
     ck(cudaStreamSynchronize(g_stream), "moe");
@@ -423,10 +423,14 @@ int bench_ops() {
   }
   if (section("moe")) {
     std::printf("== moe routed experts (MXFP4, latent 3584, expert 3072)\n");
-    // T > 128 runs the grouped GEMMs (moe_gemm.cu): fp32-grade (three bf16 parts) and the
-    // model's bf16 inputs; E=32 T=8192 is the e2e slice's prefill shape.
-    moe_case(32, 16, {{1}, {16}, {64}, {8192, true}}, copy, gemm, rng);
-    moe_case(896, 16, {{1}, {16}, {64}, {128}, {4096}, {4096, true}}, copy, gemm, rng);
+    // T > 128 runs the grouped GEMMs (moe_gemm.cu), T <= 128 the decode kernels (moe_mma.cu):
+    // fp32-grade (three bf16 parts) and bf16 precision's inputs (one part); E=32 T=8192 is the
+    // e2e slice's prefill shape.
+    moe_case(32, 16, {{1}, {1, true}, {16}, {16, true}, {64}, {64, true}, {8192, true}}, copy,
+             gemm, rng);
+    moe_case(896, 16,
+             {{1}, {1, true}, {16}, {64}, {64, true}, {128}, {128, true}, {4096}, {4096, true}},
+             copy, gemm, rng);
   }
   if (section("kda")) {
     std::printf("== kda\n");

@@ -150,6 +150,32 @@ TEST_P(CudaStep, BatchedMixedStepsMatchTheCpu) {
   EXPECT_GE(vs_cpu.argmax_rate(), 0.99);
 }
 
+// bf16 precision on both (k3::set_cpu_precision sets the device's too): the GPU step rounds the
+// GEMMs' and the routed experts' inputs once (decode steps included), the CPU its BF16 and
+// MXFP4 matmuls' inputs; held to the bounds against each other.
+TEST_P(CudaStep, Bf16PrecisionStepsMatchTheCpuInBf16) {
+  const std::string name = cpu_precision_name();  // "fp32", "bf16 (…)" or "q8 (…)"
+  const std::string before = name.substr(0, name.find(' '));
+  set_cpu_precision("bf16");
+  Agreement vs_cpu, vs_ref;
+  std::mt19937_64 rng(3);
+  const std::vector<Plan> plans = plans_for(ids_, rng);
+  const std::vector<Rows> gpu = run_batched(*model_, plans, "cuda");
+  const std::vector<Rows> cpu = run_batched(*model_, plans, "cpu");
+  set_cpu_precision(before);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    ASSERT_EQ(gpu[i].size(), cpu[i].size());
+    vs_cpu.add(gpu[i], cpu[i]);
+    vs_ref.add(gpu[i], Rows(ref_.begin(), ref_.begin() + gpu[i].size()));
+  }
+  std::printf(
+      "    bf16: gpu vs cpu: max rel %.3e, argmax %lld/%lld; gpu vs float64 ref: max rel "
+      "%.3e\n",
+      vs_cpu.max_rel, (long long)vs_cpu.argmax_same, (long long)vs_cpu.rows, vs_ref.max_rel);
+  EXPECT_LE(vs_cpu.max_rel, 1e-2);
+  EXPECT_GE(vs_cpu.argmax_rate(), 0.99);
+}
+
 TEST_P(CudaStep, DecodeEqualsPrefill) {
   Engine engine(*model_,
                 {.state_budget_bytes = size_t{64} << 20, .max_sequences = 2, .device = "cuda"});

@@ -94,6 +94,10 @@ std::vector<OpCase> cases() {
   v.push_back(kda_decode_case(2, 2, {0, 1, 256, 12}));  // 16 rows per thread
   v.push_back(kda_decode_case(1, 2, {0, 1, 200, 7}));   // scalar, 25 rows per thread
   v.push_back(kda_decode_case(70, 70, {0, 1, 4, 4}));   // more sequences than one launch takes
+  // Enough blocks for the float4 kernel's 16-lane rows (the cases above get its 8-lane rows
+  // on a 132-SM card): full width, and columns that end inside a block's tile.
+  v.push_back(kda_decode_case(40, 41, {0, 4, 128, 128}));
+  v.push_back(kda_decode_case(40, 40, {0, 4, 96, 68}));
   return v;
 }
 

@@ -193,6 +193,19 @@ std::vector<OpCase> cases() {
   v.push_back(moe_case(8, 4, 16, 64, 32, MatFormat::mxfp4, {}, kSame));   // 24, 16 a window
   v.push_back(moe_case(2, 2, 3, 1056, 64, MatFormat::mxfp4));
   v.push_back(moe_case(1, 1, 2, 4224, 32, MatFormat::mxfp4));
+  // The same kernels with one bf16 part a slot (bf16 precision), against the reference that
+  // rounds z and h as the device does: a slot a window (batch 1), 8 and 16 slots a window, an
+  // expert past its window, every token on one expert, wide scale codes.
+  const CaseOpts one{false, true, true}, one_same{false, true, true, true};
+  v.push_back(moe_case(1, 16, 200, 128, 64, MatFormat::mxfp4, {}, one));
+  v.push_back(moe_case(1, 4, 8, 256, 96, MatFormat::mxfp4, {}, one));
+  v.push_back(moe_case(4, 4, 4, 160, 96, MatFormat::mxfp4, {}, one));
+  v.push_back(moe_case(16, 6, 7, 128, 288, MatFormat::mxfp4, {}, one));
+  v.push_back(moe_case(64, 8, 100, 64, 64, MatFormat::mxfp4, {}, one));
+  v.push_back(moe_case(128, 16, 200, 64, 32, MatFormat::mxfp4, {}, one));
+  v.push_back(moe_case(33, 3, 5, 96, 64, MatFormat::mxfp4, {}, one_same));
+  v.push_back(moe_case(128, 1, 4, 64, 32, MatFormat::mxfp4, {}, one_same));
+  v.push_back(moe_case(5, 2, 3, 96, 64, MatFormat::mxfp4, {0, 161}, one));
   // The device's grouped GEMMs (moe_gemm.cu, steps over 128 tokens): partial 128-slot tiles,
   // one expert with every row (E = 1, hot), column tails of a 64-column step (L = 96, 160),
   // partial weight-row tiles (I = 160, 192), several row and column tiles, wide scales; each

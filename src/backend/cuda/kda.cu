@@ -4,6 +4,8 @@
 // A segment is a run of consecutive tokens of one sequence with its own state (the whole
 // prompt: recurrent; the chunked form has its own kernel, kda_chunked.cu). The decode step has its
 // own kernel (kda_decode_step, below).
+#include <cstdlib>
+
 #include "backend/cuda/launchers.h"
 #include "backend/cuda/runtime.cuh"
 
@@ -165,28 +167,33 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
-// The same step on float4 columns (V % 4 == 0, 16-byte aligned rows): a block owns 64 value
-// columns (16 lanes × 4) of one (sequence, head); half-warp r holds rows r, r+16, ….
-constexpr int kVecGroups = kDecodeThreads / 16;
-
-template <int kRowsPerThread>
+// The same step on float4 columns (V % 4 == 0, 16-byte aligned rows): a block owns 4·kLanes
+// value columns (kLanes lanes × 4) of one (sequence, head); lane group r (256 / kLanes of
+// them) holds rows r, r + 256 / kLanes, …. kLanes = 8 makes twice the blocks of 16: at batch 1
+// (96 heads × 2 column tiles = 192 blocks on 132 SMs) the state's bytes then spread evenly
+// over the chip instead of two blocks' worth on some SMs and one on others.
+template <int kLanes, int kRowsPerThread>
 __global__ void __launch_bounds__(kDecodeThreads)
     kda_decode_step4(const float* q, const float* k, const float* v, const float* g,
                      const float* beta, const DecodeSeqs* seqs, int H, int K, int V, int vtiles,
                      float* o) {
+  constexpr int kGroups = kDecodeThreads / kLanes;
   __shared__ float kk[kMaxK], qq[kMaxK], ag[kMaxK];
-  __shared__ float4 red[kVecGroups][16];
-  const int si = blockIdx.x / vtiles, l16 = threadIdx.x % 16, rg = threadIdx.x / 16;
-  const int j4 = (blockIdx.x % vtiles) * 16 + l16, V4 = V / 4, h = blockIdx.y;
+  __shared__ float4 red[kGroups][kLanes];
+  const int si = blockIdx.x / vtiles, l = threadIdx.x % kLanes, rg = threadIdx.x / kLanes;
+  const int j4 = (blockIdx.x % vtiles) * kLanes + l, V4 = V / 4, h = blockIdx.y;
   const bool col = j4 < V4;
   const int64_t row = seqs->t0[si] * H + h;
   float4* S = reinterpret_cast<float4*>(seqs->S[si] + int64_t{h} * K * V);
   float4 st[kRowsPerThread];
 #pragma unroll
   for (int m = 0; m < kRowsPerThread; ++m) {  // the state loads first: all in flight at once
-    const int i = rg + kVecGroups * m;
+    const int i = rg + kGroups * m;
     st[m] = i < K && col ? S[int64_t{i} * V4 + j4] : make_float4(0, 0, 0, 0);
   }
+  // v and beta now too: one memory round trip for all of the block's loads.
+  float4 u = col ? reinterpret_cast<const float4*>(v + row * V)[j4] : make_float4(0, 0, 0, 0);
+  const float b = beta[row];
   for (int i = threadIdx.x; i < K; i += kDecodeThreads) {
     kk[i] = k[row * K + i];
     qq[i] = q[row * K + i];
@@ -196,7 +203,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   float4 part = make_float4(0, 0, 0, 0);
 #pragma unroll
   for (int m = 0; m < kRowsPerThread; ++m) {
-    const int i = rg + kVecGroups * m;
+    const int i = rg + kGroups * m;
     if (i < K) {
       const float a = ag[i], kv = kk[i];
       st[m].x *= a, st[m].y *= a, st[m].z *= a, st[m].w *= a;
@@ -204,19 +211,17 @@ __global__ void __launch_bounds__(kDecodeThreads)
           part.w += st[m].w * kv;
     }
   }
-  red[rg][l16] = part;
+  red[rg][l] = part;
   __syncthreads();
-  float4 u = col ? reinterpret_cast<const float4*>(v + row * V)[j4] : make_float4(0, 0, 0, 0);
-  for (int r = 0; r < kVecGroups; ++r) {
-    const float4 x = red[r][l16];
+  for (int r = 0; r < kGroups; ++r) {
+    const float4 x = red[r][l];
     u.x -= x.x, u.y -= x.y, u.z -= x.z, u.w -= x.w;
   }
-  const float b = beta[row];
   const float4 bu = make_float4(b * u.x, b * u.y, b * u.z, b * u.w);
   part = make_float4(0, 0, 0, 0);
 #pragma unroll
   for (int m = 0; m < kRowsPerThread; ++m) {
-    const int i = rg + kVecGroups * m;
+    const int i = rg + kGroups * m;
     if (i < K) {
       const float kv = kk[i], qv = qq[i];
       st[m].x += kv * bu.x, st[m].y += kv * bu.y, st[m].z += kv * bu.z, st[m].w += kv * bu.w;
@@ -225,19 +230,19 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
   }
   __syncthreads();  // every thread has read red
-  red[rg][l16] = part;
+  red[rg][l] = part;
   __syncthreads();
   if (rg == 0 && col) {
     float4 out = make_float4(0, 0, 0, 0);
-    for (int r = 0; r < kVecGroups; ++r) {
-      const float4 x = red[r][l16];
+    for (int r = 0; r < kGroups; ++r) {
+      const float4 x = red[r][l];
       out.x += x.x, out.y += x.y, out.z += x.z, out.w += x.w;
     }
     reinterpret_cast<float4*>(o + row * V)[j4] = out;
   }
 #pragma unroll
   for (int m = 0; m < kRowsPerThread; ++m) {
-    const int i = rg + kVecGroups * m;
+    const int i = rg + kGroups * m;
     if (i < K && col) S[int64_t{i} * V4 + j4] = st[m];
   }
 }
@@ -246,21 +251,53 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // The float4 kernel when every row it touches is 16-byte aligned.
 // seqs: the table on the host (alignment checks), dseqs: its device copy (the kernels').
+template <int kLanes>
+void launch_decode4_lanes(const KdaInputs& d, const DecodeSeqs* dseqs, int n, KdaShape s,
+                          float* o) {
+  constexpr int kGroups = kDecodeThreads / kLanes;
+  const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
+  const int vtiles = (V + 4 * kLanes - 1) / (4 * kLanes);
+  const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
+  const int H = static_cast<int>(s.H);
+  if (K <= 4 * kGroups) {
+    cuda::launch(kda_decode_step4<kLanes, 4>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta,
+                 dseqs, H, K, V, vtiles, o);
+  } else if (K <= 8 * kGroups) {
+    cuda::launch(kda_decode_step4<kLanes, 8>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta,
+                 dseqs, H, K, V, vtiles, o);
+  } else {
+    cuda::launch(kda_decode_step4<kLanes, 16>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta,
+                 dseqs, H, K, V, vtiles, o);
+  }
+}
+
+// Lanes a row of the float4 kernel: 8 when 16 would give fewer than two blocks an SM
+// (K3_KDA_DECODE_LANES=8|16 forces one, for A/B runs).
+int decode_lanes(int n, KdaShape s) {
+  static const int forced = [] {
+    const char* e = std::getenv("K3_KDA_DECODE_LANES");
+    return e != nullptr ? std::atoi(e) : 0;
+  }();
+  if (forced == 8 || forced == 16) return forced;
+  const int64_t blocks16 = int64_t{n} * s.H * ((s.V + 63) / 64);
+  return blocks16 < 2 * int64_t{cuda::sm_count()} ? 8 : 16;
+}
+
+// The float4 kernel when every row it touches is 16-byte aligned.
+// seqs: the table on the host (alignment checks), dseqs: its device copy (the kernels').
 bool launch_decode4(const KdaInputs& d, const DecodeSeqs& seqs, const DecodeSeqs* dseqs, int n,
                     KdaShape s, float* o) {
-  if (s.V % 4 != 0 || s.K > 16 * kVecGroups || !aligned16(d.v) || !aligned16(o)) return false;
+  if (s.V % 4 != 0 || !aligned16(d.v) || !aligned16(o)) return false;
   for (int i = 0; i < n; ++i) {
     if (!aligned16(seqs.S[i])) return false;
   }
-  const int K = static_cast<int>(s.K), V = static_cast<int>(s.V), vtiles = (V + 63) / 64;
-  const dim3 grid(static_cast<unsigned>(n * vtiles), static_cast<unsigned>(s.H));
-  const int H = static_cast<int>(s.H);
-  if (K <= 8 * kVecGroups) {
-    cuda::launch(kda_decode_step4<8>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, dseqs, H,
-                 K, V, vtiles, o);
+  const int lanes = decode_lanes(n, s);
+  // Rows a thread holds: at most 16 (kDecodeThreads / lanes groups of rows).
+  if (s.K > 16 * (kDecodeThreads / lanes)) return false;
+  if (lanes == 8) {
+    launch_decode4_lanes<8>(d, dseqs, n, s, o);
   } else {
-    cuda::launch(kda_decode_step4<16>, grid, kDecodeThreads, 0, d.q, d.k, d.v, d.g, d.beta, dseqs,
-                 H, K, V, vtiles, o);
+    launch_decode4_lanes<16>(d, dseqs, n, s, o);
   }
   check_launch("kda_decode (float4)");
   return true;

@@ -4,7 +4,8 @@
 // choice order.
 //   MXFP4 experts, steps of up to 128 tokens (decode batches): the tensor-core kernels of
 //     moe_mma.cu straight from the packed weights, each weight byte read once per window of an
-//     expert's slots (once per step at batch 1); 8 launches per layer;
+//     expert's slots (once per step at batch 1); 8 launches per layer; activations as one bf16
+//     part when the caller allows (bf16_act), else three;
 //   BF16/F32 experts, steps of up to 128 tokens: grouped GEMV kernels straight from the stored
 //     weights, one block row per (active expert, 8 weight rows), each weight row read once per
 //     8 of its tokens; 9 launches per layer whatever the expert count;
@@ -340,20 +341,21 @@ void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
                                      ? mxfp4_table(a, experts, E, mma_aligned)
                                      : nullptr;
   if (dmx != nullptr && mma_aligned) {
-    // Tensor cores on the packed weights, activations as three bf16 parts (moe_mma.h).
+    // Tensor cores on the packed weights, activations as P bf16 parts (moe_mma.h).
     const cuda::MoeGroups grp{offsets, active, n_active, std::min(E, N)};
-    Scratch zs_s(3 * N * L * 2), hs_s(3 * N * I * 2);
-    Scratch g3_s(3 * N * I * sizeof(float)), u3_s(3 * N * I * sizeof(float));
-    Scratch y3_s(3 * N * L * sizeof(float));
+    const int P = s.bf16_act ? 1 : 3;
+    Scratch zs_s(P * N * L * 2), hs_s(P * N * I * 2);
+    Scratch g3_s(P * N * I * sizeof(float)), u3_s(P * N * I * sizeof(float));
+    Scratch y3_s(P * N * L * sizeof(float));
     auto* zs = static_cast<__nv_bfloat16*>(zs_s.get());
     auto* hs = static_cast<__nv_bfloat16*>(hs_s.get());
     float* gu[2] = {static_cast<float*>(g3_s.get()), static_cast<float*>(u3_s.get())};
     float* y3 = static_cast<float*>(y3_s.get());
-    cuda::moe_gather_split(dz, choice_of, N, k, L, zs);
-    cuda::moe_mxfp4_mma(zs, grp, dmx, 0, 2, I, L, N, T, gu);  // gate and up in one launch
-    cuda::moe_situ_split(gu[0], gu[1], N, I, s.situ, hs);
-    cuda::moe_mxfp4_mma(hs, grp, dmx, 2, 1, L, I, N, T, &y3);
-    cuda::moe_combine3(y3, slot_of, dw, T, k, L, dc);
+    cuda::moe_gather_split(dz, choice_of, N, k, L, P, zs);
+    cuda::moe_mxfp4_mma(zs, P, grp, dmx, 0, 2, I, L, N, T, gu);  // gate and up in one launch
+    cuda::moe_situ_split(gu[0], gu[1], N, I, P, s.situ, hs);
+    cuda::moe_mxfp4_mma(hs, P, grp, dmx, 2, 1, L, I, N, T, &y3);
+    cuda::moe_combine3(y3, P, slot_of, dw, T, k, L, dc);
     return;
   }
   std::vector<Mat> dev(static_cast<size_t>(3 * E));  // device views of every expert's weights

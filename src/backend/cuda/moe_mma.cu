@@ -26,10 +26,16 @@ __device__ inline int64_t stored_col(int64_t col) {
   return (col & ~int64_t{31}) + 8 * i + 2 * (n & 3) + (n >> 2);
 }
 
-// dst rows 3s, 3s+1, 3s+2 of width C: v = hi + mid + lo (the linear GEMM's split).
-__device__ inline void store_parts(float v, __nv_bfloat16* dst, int64_t s, int64_t C, int64_t col) {
+// dst rows P·s … P·s + P - 1 of width C: v = hi + mid + lo (P = 3, the linear GEMM's split)
+// or v rounded to bf16 (P = 1).
+__device__ inline void store_parts(float v, int P, __nv_bfloat16* dst, int64_t s, int64_t C,
+                                   int64_t col) {
   const int64_t c = stored_col(col);
   const __nv_bfloat16 hi = __float2bfloat16_rn(v);
+  if (P == 1) {
+    dst[s * C + c] = hi;
+    return;
+  }
   const float r1 = v - __bfloat162float(hi);
   const __nv_bfloat16 mid = __float2bfloat16_rn(r1);
   dst[3 * s * C + c] = hi;
@@ -37,40 +43,41 @@ __device__ inline void store_parts(float v, __nv_bfloat16* dst, int64_t s, int64
   dst[(3 * s + 2) * C + c] = __float2bfloat16_rn(r1 - __bfloat162float(mid));
 }
 
-__device__ inline float sum_parts(const float* y3, int64_t s, int64_t W, int64_t col) {
-  return y3[3 * s * W + col] + (y3[(3 * s + 1) * W + col] + y3[(3 * s + 2) * W + col]);
+__device__ inline float sum_parts(const float* y, int P, int64_t s, int64_t W, int64_t col) {
+  if (P == 1) return y[s * W + col];
+  return y[3 * s * W + col] + (y[(3 * s + 1) * W + col] + y[(3 * s + 2) * W + col]);
 }
 
 __global__ void gather_split(const float* z, const int32_t* choice_of, int64_t N, int64_t k,
-                             int64_t L, __nv_bfloat16* zs) {
+                             int64_t L, int P, __nv_bfloat16* zs) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= N * L) return;
   const int64_t s = i / L, col = i % L;
-  store_parts(z[(choice_of[s] / k) * L + col], zs, s, L, col);
+  store_parts(z[(choice_of[s] / k) * L + col], P, zs, s, L, col);
 }
 
-__global__ void situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, SituParams p,
-                           __nv_bfloat16* hs) {
+__global__ void situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, int P,
+                           SituParams p, __nv_bfloat16* hs) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= N * I) return;
   const int64_t s = i / I, col = i % I;
-  const float g = sum_parts(gate3, s, I, col), u = sum_parts(up3, s, I, col);
+  const float g = sum_parts(gate3, P, s, I, col), u = sum_parts(up3, P, s, I, col);
   // The CPU's expression (multiplying by the inverse caps).
   const float h = p.beta * tanhf(g * (1.0f / p.beta)) / (1.0f + expf(-g)) *
                   (p.linear_beta * tanhf(u * (1.0f / p.linear_beta)));
-  store_parts(h, hs, s, I, col);
+  store_parts(h, P, hs, s, I, col);
 }
 
 // c [T, L]: c[t] = Σ_j weight[t, j] · y[slot_of[t*k + j]], from zero, in j order.
-__global__ void combine3(const float* y3, const int32_t* slot_of, const float* weight, int64_t T,
-                         int64_t k, int64_t L, float* c) {
+__global__ void combine3(const float* y3, int P, const int32_t* slot_of, const float* weight,
+                         int64_t T, int64_t k, int64_t L, float* c) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= T * L) return;
   const int64_t t = i / L, col = i % L;
   float acc = 0.0f;
 #pragma unroll 4
   for (int64_t j = 0; j < k; ++j)
-    acc += weight[t * k + j] * sum_parts(y3, slot_of[t * k + j], L, col);
+    acc += weight[t * k + j] * sum_parts(y3, P, slot_of[t * k + j], L, col);
   c[i] = acc;
 }
 
@@ -146,9 +153,9 @@ constexpr int ring_bytes(int stages) {
 // sums added by the next kernel, to fill the GPU at batch 1 ran 1.2x slower there.)
 template <int kMT, int NT, int kStages>
 __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
-    mxfp4_mma(const __nv_bfloat16* xs, const int32_t* offsets, const int32_t* active,
+    mxfp4_mma(const __nv_bfloat16* xs, int P, const int32_t* offsets, const int32_t* active,
               const int32_t* n_active, const Mxfp4Expert* experts, int which0, int tiles_per_mat,
-              int n_windows, int64_t R, int64_t C, int64_t N3, float* y0, float* y1) {
+              int n_windows, int64_t R, int64_t C, int64_t NP, float* y0, float* y1) {
   extern __shared__ uint4 smem[];
   if (static_cast<int>(blockIdx.y) >= *n_active) return;
   const int e = active[blockIdx.y];
@@ -159,7 +166,7 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
   constexpr int kRows = kMT * 16;
   const int64_t row0 = int64_t{rt} * kRows;
   if (row0 >= R) return;
-  const int64_t begin = offsets[e], ncols = 3 * (offsets[e + 1] - begin);
+  const int64_t begin = offsets[e], ncols = P * (offsets[e + 1] - begin);
   if (win0 * NT * 8 >= ncols) return;  // no window of this block (before any copy starts)
   const uint8_t* packed = experts[e].data[which0 + which];
   const uint8_t* scales = experts[e].scales[which0 + which];
@@ -208,7 +215,7 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
     for (int ni = 0; ni < NT; ++ni) {
       const int64_t col = col0 + ni * 8 + g;
       bcol[ni] = col < ncols;
-      brow[ni] = xs + min(begin * 3 + col, N3 - 1) * C;
+      brow[ni] = xs + min(begin * P + col, NP - 1) * C;
     }
     float acc[kMT][NT][4] = {};
 #pragma unroll
@@ -289,7 +296,7 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
             const int64_t col = col0 + ni * 8 + 2 * t + i;
-            if (col < ncols) y[(begin * 3 + col) * R + r] = acc[mi][ni][2 * h + i];
+            if (col < ncols) y[(begin * P + col) * R + r] = acc[mi][ni][2 * h + i];
           }
         }
       }
@@ -298,7 +305,7 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
 }
 
 template <int NT, int kStages>
-void launch_mma(const __nv_bfloat16* xs, const MoeGroups& grp, const Mxfp4Expert* experts,
+void launch_mma(const __nv_bfloat16* xs, int P, const MoeGroups& grp, const Mxfp4Expert* experts,
                 int which0, int n_which, int64_t R, int64_t C, int64_t N, int n_windows,
                 float* const* y3) {
   constexpr int kMT = 2;
@@ -312,52 +319,53 @@ void launch_mma(const __nv_bfloat16* xs, const MoeGroups& grp, const Mxfp4Expert
   }
   const dim3 grid(static_cast<unsigned>(int64_t{n_windows} * tiles * n_which),
                   static_cast<unsigned>(grp.max_active));
-  cuda::launch(kernel, grid, 32, smem, xs, grp.offsets, grp.active, grp.n_active, experts, which0,
-               tiles, n_windows, R, C, 3 * N, y3[0], n_which > 1 ? y3[1] : y3[0]);
+  cuda::launch(kernel, grid, 32, smem, xs, P, grp.offsets, grp.active, grp.n_active, experts,
+               which0, tiles, n_windows, R, C, P * N, y3[0], n_which > 1 ? y3[1] : y3[0]);
   check_launch("moe_experts (mxfp4 mma)");
 }
 
 }  // namespace
 
 void moe_gather_split(const float* z, const int32_t* choice_of, int64_t N, int64_t k, int64_t L,
-                      __nv_bfloat16* zs) {
-  cuda::launch(gather_split, blocks_for(N * L, 256), 256, 0, z, choice_of, N, k, L, zs);
+                      int P, __nv_bfloat16* zs) {
+  cuda::launch(gather_split, blocks_for(N * L, 256), 256, 0, z, choice_of, N, k, L, P, zs);
   check_launch("moe_experts (gather + split)");
 }
 
-void moe_mxfp4_mma(const __nv_bfloat16* xs, const MoeGroups& g, const Mxfp4Expert* experts,
+void moe_mxfp4_mma(const __nv_bfloat16* xs, int P, const MoeGroups& g, const Mxfp4Expert* experts,
                    int which0, int n_which, int64_t R, int64_t C, int64_t N, int64_t T,
                    float* const* y3) {
-  check(C % 32 == 0 && R % 32 == 0 && n_which >= 1 && n_which <= 2, "moe_mxfp4_mma: bad shape");
-  // Windows of 8·NT slot columns (3 a slot) and a grid of windows for 1.5 times the step's
+  check(C % 32 == 0 && R % 32 == 0 && n_which >= 1 && n_which <= 2 && (P == 1 || P == 3),
+        "moe_mxfp4_mma: bad shape");
+  // Windows of 8·NT slot columns (P a slot) and a grid of windows for 1.5 times the step's
   // average slots an expert: most experts fit in one window and decode each weight once; one
   // with more loops over further windows in its blocks. (Sizing the grid by the most columns
-  // an expert could have, 3·min(N, T), left 23 of 24 windows idle with 896 experts at 64
+  // an expert could have, P·min(N, T), left 23 of 24 windows idle with 896 experts at 64
   // tokens, where an expert has one or two slots.)
   const int64_t avg = (N + g.max_active - 1) / std::max<int64_t>(g.max_active, 1);
-  const int64_t cover = (9 * avg + 1) / 2;
+  const int64_t cover = (3 * P * avg + 1) / 2;
   const int nt = cover <= 8 ? 1 : cover <= 16 ? 2 : 4;
-  const int64_t most = 3 * std::min(N, T);
+  const int64_t most = P * std::min(N, T);
   const int n_windows =
       static_cast<int>(std::max<int64_t>(1, (std::min(cover, most) + 8 * nt - 1) / (8 * nt)));
   if (nt == 1) {
-    launch_mma<1, kStages>(xs, g, experts, which0, n_which, R, C, N, n_windows, y3);
+    launch_mma<1, kStages>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
   } else if (nt == 2) {
-    launch_mma<2, kStages>(xs, g, experts, which0, n_which, R, C, N, n_windows, y3);
+    launch_mma<2, kStages>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
   } else {
-    launch_mma<4, kStages>(xs, g, experts, which0, n_which, R, C, N, n_windows, y3);
+    launch_mma<4, kStages>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
   }
 }
 
-void moe_situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, SituParams p,
+void moe_situ_split(const float* gate3, const float* up3, int64_t N, int64_t I, int P, SituParams p,
                     __nv_bfloat16* hs) {
-  cuda::launch(situ_split, blocks_for(N * I, 256), 256, 0, gate3, up3, N, I, p, hs);
+  cuda::launch(situ_split, blocks_for(N * I, 256), 256, 0, gate3, up3, N, I, P, p, hs);
   check_launch("moe_experts (situ + split)");
 }
 
-void moe_combine3(const float* y3, const int32_t* slot_of, const float* weight, int64_t T,
+void moe_combine3(const float* y3, int P, const int32_t* slot_of, const float* weight, int64_t T,
                   int64_t k, int64_t L, float* c) {
-  cuda::launch(combine3, blocks_for(T * L, 256), 256, 0, y3, slot_of, weight, T, k, L, c);
+  cuda::launch(combine3, blocks_for(T * L, 256), 256, 0, y3, P, slot_of, weight, T, k, L, c);
   check_launch("moe_experts (combine)");
 }
 
