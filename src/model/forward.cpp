@@ -23,11 +23,12 @@ class Residual {
   const Tensor& P() const { return slots_[n_sealed_]; }  // the open slot
   bool empty() const { return n_sealed_ == 0; }
   void mark_filled() { p_empty_ = false; }
-  // Mix(P, B) over [slots..., P] (P last, unless just sealed).
-  void mix(const Vec& w, float eps, const Tensor& out) const {
+  // rms_norm(Mix(P, B), w_norm) over [slots..., P] (P last, unless just sealed): the next
+  // sublayer's input, the mix itself never stored.
+  void mix_norm(const Vec& w, const Vec& w_norm, float eps, const Tensor& out) const {
     const int64_t n = n_sealed_ + (p_empty_ ? 0 : 1);
     for (int64_t i = 0; i < n; ++i) cands_[i] = slots_[i].f32();
-    op::attn_res_mix(ctx_, {cands_, static_cast<size_t>(n)}, out, w, eps);
+    op::attn_res_norm(ctx_, {cands_, static_cast<size_t>(n)}, out, w, w_norm, eps);
   }
   void seal() {
     ++n_sealed_;
@@ -109,7 +110,7 @@ void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan
   Residual res(count_seals(hp), T, d, ctx);
   op::embed(ctx, w.embed, {io.tokens, static_cast<size_t>(T)}, res.P());  // P = h
   res.mark_filled();
-  Tensor a = ctx.tensor({T, d}), x = ctx.tensor({T, d}), y = ctx.tensor({T, d});
+  Tensor x = ctx.tensor({T, d}), y = ctx.tensor({T, d});
   LayerCtx lc{plan, pool, ctx};
   int64_t kda_index = 0, mla_index = 0;
   for (int64_t l = 0; l < hp.n_layer; ++l) {
@@ -118,15 +119,15 @@ void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan
       throw Cancelled(cat("cancelled before layer ", l, " of a ", T, "-token step"));
     }
     const LayerWeights& lw = w.layers[l];
-    // 1-2. pre-attention mix (none in layer 0), then seal the block's prefix sum.
+    // 1-3. the normalised pre-attention mix (layer 0: of h itself), then seal the block's
+    // prefix sum.
     if (res.empty()) {
-      op::copy(ctx, res.P(), a);
+      op::rms_norm(ctx, res.P(), lw.attn_norm, hp.rms_eps, x);
     } else {
-      res.mix(lw.attn_res, hp.rms_eps, a);
+      res.mix_norm(lw.attn_res, lw.attn_norm, hp.rms_eps, x);
     }
     if (hp.seals_slot(l)) res.seal();
-    // 3-4. attention on the normalised mix; P += A.
-    op::rms_norm(ctx, a, lw.attn_norm, hp.rms_eps, x);
+    // 4. attention; P += A.
     if (hp.attn_kind[l] == AttnKind::kda) {
       kda_layer(x, lw.kda, hp, kda_index++, lc, y);
     } else {
@@ -134,8 +135,7 @@ void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan
     }
     res.add(y);
     // 5-7. FFN on the normalised MLP-side mix; P += F.
-    res.mix(lw.mlp_res, hp.rms_eps, a);
-    op::rms_norm(ctx, a, lw.ffn_norm, hp.rms_eps, x);
+    res.mix_norm(lw.mlp_res, lw.ffn_norm, hp.rms_eps, x);
     if (hp.is_moe_layer(l)) {
       moe_block(x, lw.moe, hp, ctx, y);
     } else {
@@ -147,9 +147,8 @@ void forward_step(const ModelWeights& w, const HParams& hp, const StepPlan& plan
   const int64_t R = io.n_logits;
   if (R == 0) return;
   Residual out = res.gather({io.logit_rows, static_cast<size_t>(R)});
-  Tensor ar = ctx.tensor({R, d}), xr = ctx.tensor({R, d});
-  out.mix(w.out_res, hp.rms_eps, ar);
-  op::rms_norm(ctx, ar, w.norm, hp.rms_eps, xr);
+  Tensor xr = ctx.tensor({R, d});
+  out.mix_norm(w.out_res, w.norm, hp.rms_eps, xr);
   if (ctx.backend.device() == Device::cpu) {
     op::linear(ctx, xr, w.lm_head, Tensor::of(io.logits, {R, hp.vocab}));
     return;

@@ -288,6 +288,17 @@ void attn_res_mix(Ctx& ctx, std::span<const float* const> cands, const Tensor& o
                         w.data(), eps, out.f32());
 }
 
+void attn_res_norm(Ctx& ctx, std::span<const float* const> cands, const Tensor& out, Weights w,
+                   Weights w_norm, float eps) {
+  contiguous_f32(out, "attn_res_norm", "out");
+  const int64_t d = out.dim(-1);
+  check(static_cast<int64_t>(w.size()) == d && static_cast<int64_t>(w_norm.size()) == d &&
+            !cands.empty(),
+        "attn_res_norm: shapes");
+  kAttnResNormOp.on(ctx)(cands.data(), {static_cast<int64_t>(cands.size()), out.numel() / d, d},
+                         w.data(), w_norm.data(), eps, out.f32());
+}
+
 void route(Ctx& ctx, const Tensor& logits, Weights bias, RouterParams p, const Tensor& sel,
            const Tensor& weight) {
   contiguous_f32(logits, "route", "logits");

@@ -87,6 +87,9 @@ void mla_absorbed(Ctx& ctx, const Tensor& q, std::span<const MlaSeq> seqs,
 // Block AttnRes mix over candidates (each [T, d]); w [d]; out [T, d].
 void attn_res_mix(Ctx& ctx, std::span<const float* const> cands, const Tensor& out, Weights w,
                   float eps);
+// The same mix, RMS-normalised with w_norm [d] (both with eps): out [T, d].
+void attn_res_norm(Ctx& ctx, std::span<const float* const> cands, const Tensor& out, Weights w,
+                   Weights w_norm, float eps);
 
 // logits [T, E] -> sel (i32) [T, k], weight [T, k].
 void route(Ctx& ctx, const Tensor& logits, Weights bias, RouterParams p, const Tensor& sel,

@@ -7,6 +7,7 @@
 #include "ops/attn_res/attn_res.h"
 #include "ops/harness.h"
 #include "ops/mla/mla.h"
+#include "ops/norm/norm.h"
 
 namespace k3::test {
 namespace {
@@ -175,6 +176,25 @@ OpCase attn_res_case(int64_t n, int64_t T, int64_t d) {
           }};
 }
 
+// The mix and the norm in one op: against the two references in turn (norm weights near 1,
+// some negative).
+OpCase attn_res_norm_case(int64_t n, int64_t T, int64_t d) {
+  std::string shape =
+      "n=" + std::to_string(n) + " T=" + std::to_string(T) + " d=" + std::to_string(d);
+  return {"attn_res_norm", shape, 2e-6, [=](std::mt19937_64& rng, Impl impl) {
+            std::vector<std::vector<float>> c;
+            std::vector<const float*> p;
+            for (int64_t i = 0; i < n; ++i) c.push_back(randn(rng, T * d, 1.0 + i));
+            for (auto& x : c) p.push_back(x.data());
+            const std::vector<float> w = randn(rng, d, 2.0 / std::sqrt(d)), wn = randn(rng, d, 1.0);
+            std::vector<float> o(T * d), a(T * d), o_ref(T * d);
+            kAttnResNormOp.get(impl)(p.data(), {n, T, d}, w.data(), wn.data(), 1e-5f, o.data());
+            kAttnResMixOp.ref(p.data(), {n, T, d}, w.data(), 1e-5f, a.data());
+            kRmsNormOp.ref(a.data(), T, d, wn.data(), 1e-5f, o_ref.data());
+            return Outputs{o, widen(o_ref)};
+          }};
+}
+
 std::vector<OpCase> cases() {
   std::vector<OpCase> v;
   // The expanded form's query tiles (32): tails, a past, odd widths, the K3-small head dims.
@@ -211,7 +231,10 @@ std::vector<OpCase> cases() {
   for (auto [n, T, d] :
        {std::tuple{1, 1, 8}, {2, 3, 48}, {9, 5, 64}, {4, 1, 7168}, {3, 2, 1}, {5, 7, 17}}) {
     v.push_back(attn_res_case(n, T, d));
+    v.push_back(attn_res_norm_case(n, T, d));
   }
+  v.push_back(attn_res_norm_case(13, 3, 7168));  // the model's width, many sealed blocks
+  v.push_back(attn_res_norm_case(2, 64, 1030));  // a decode batch, d % 4 != 0
   return v;
 }
 

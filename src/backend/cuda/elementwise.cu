@@ -478,7 +478,105 @@ __global__ void attn_res_apply(const float* const* cands, int n, int64_t T, int6
   out[idx] = acc / sum;
 }
 
+// y [T, d] = rms_norm(mix, w_norm) for mix = attn_res_apply's output, one block per token: the
+// same per-thread partial sums, block sums and expressions as attn_res_scores, attn_res_apply
+// and norm_kernel<0> at the same block size, so the fused result equals the three kernels'
+// bit for bit. The mix goes to y first and each thread reads back only what it wrote.
+template <bool kVec>
+__global__ void attn_res_norm_kernel(const float* const* cands, int n, int64_t d, const float* w,
+                                     const float* wn, float eps, float* y) {
+  __shared__ float score[kMaxCands];
+  const int64_t t = blockIdx.x;
+  for (int i = 0; i < n; ++i) {
+    const float* v = cands[i] + t * d;
+    float ss = 0, dot = 0;
+    if (kVec) {
+      for (int64_t j = threadIdx.x; j < d / 4; j += blockDim.x) {
+        const float4 a = reinterpret_cast<const float4*>(v)[j];
+        const float4 b = reinterpret_cast<const float4*>(w)[j];
+        ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+        dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+        ss += v[j] * v[j];
+        dot += v[j] * w[j];
+      }
+    }
+    ss = cuda::block_sum(ss);
+    dot = cuda::block_sum(dot);
+    if (threadIdx.x == 0) score[i] = dot / sqrtf(ss / static_cast<float>(d) + eps);
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = fmaxf(mx, score[i]);
+  auto mix = [&](int64_t j) {  // element j of the mix
+    float sum = 0, acc = 0;
+    for (int i = 0; i < n; ++i) {
+      const float e = expf(score[i] - mx);
+      sum += e;
+      acc += e * cands[i][t * d + j];
+    }
+    return acc / sum;
+  };
+  float* yr = y + t * d;
+  double ss = 0;
+  if (kVec) {
+    for (int64_t j = threadIdx.x; j < d / 4; j += blockDim.x) {
+      const float4 m = make_float4(mix(4 * j), mix(4 * j + 1), mix(4 * j + 2), mix(4 * j + 3));
+      ss += sq4(m);
+      reinterpret_cast<float4*>(yr)[j] = m;
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      const float m = mix(j);
+      ss += double(m) * m;
+      yr[j] = m;
+    }
+  }
+  ss = cuda::block_sum(ss);
+  const float r = static_cast<float>(1.0 / sqrt(ss / double(d) + eps));
+  if (kVec) {
+    for (int64_t j = threadIdx.x; j < d / 4; j += blockDim.x) {
+      const float4 m = reinterpret_cast<const float4*>(yr)[j];
+      const float4 g = reinterpret_cast<const float4*>(wn)[j];
+      reinterpret_cast<float4*>(yr)[j] =
+          make_float4(g.x * (m.x * r), g.y * (m.y * r), g.z * (m.z * r), g.w * (m.w * r));
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] = wn[j] * (yr[j] * r);
+  }
+}
+
 }  // namespace
+
+void attn_res_norm_cuda(const float* const* cands, AttnResShape s, const float* w,
+                        const float* w_norm, float eps, float* out) {
+  check(s.n >= 1 && s.n <= kMaxCands, "attn_res_norm (cuda): ", s.n, " candidates (1 to ",
+        kMaxCands, ")");
+  if (s.T == 0) return;
+  Args a;
+  std::vector<const float*> dev(static_cast<size_t>(s.n));
+  for (int64_t i = 0; i < s.n; ++i) dev[i] = a.in(cands[i], s.T * s.d);
+  const float* const* dc = a.host_array(dev.data(), dev.size());
+  const float* dw = a.in(w, s.d);
+  const float* dwn = a.in(w_norm, s.d);
+  float* dout = a.out(out, s.T * s.d);
+  bool vec = s.d % 4 == 0 && al16(dw) && al16(dwn) && al16(dout);
+  for (const float* p : dev) vec &= al16(p);
+  // The block size of attn_res_mix's scores and of the norm kernel (same sums, same bits).
+  const int64_t loads = vec ? s.d / 4 : s.d;
+  const int threads = static_cast<int>(std::clamp<int64_t>((loads + 31) / 32 * 32, 32, 1024));
+  const unsigned grid = static_cast<unsigned>(s.T);
+  if (vec) {
+    cuda::launch(attn_res_norm_kernel<true>, grid, threads, 0, dc, static_cast<int>(s.n), s.d, dw,
+                 dwn, eps, dout);
+  } else {
+    cuda::launch(attn_res_norm_kernel<false>, grid, threads, 0, dc, static_cast<int>(s.n), s.d, dw,
+                 dwn, eps, dout);
+  }
+  check_launch("attn_res_norm");
+}
 
 void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w, float eps,
                        float* out) {

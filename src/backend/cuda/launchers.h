@@ -53,6 +53,8 @@ void kda_gate_cuda(const float* f, const float* A_log, const float* dt_bias, Kda
                    float* g);
 void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w, float eps,
                        float* out);
+void attn_res_norm_cuda(const float* const* cands, AttnResShape s, const float* w,
+                        const float* w_norm, float eps, float* out);
 void moe_experts_cuda(const float* z, const int32_t* sel, const float* weight,
                       const ExpertMats* experts, MoeExpertsShape s, float* c);
 void router_cuda(const float* logits, const float* bias, RouterParams p, int64_t T, int32_t* sel,

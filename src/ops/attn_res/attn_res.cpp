@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
+#include "ops/norm/norm.h"
 
 namespace k3 {
 namespace {
@@ -71,6 +72,21 @@ void attn_res_mix_ref(const float* const* cands, AttnResShape s, const float* w,
                       float* out) {
   mix<double>(cands, s, w, eps, out);
 }
+
+// attn_res_norm on the CPU and as the reference: the two ops in turn through a [T, d] buffer.
+template <AttnResMixFn* kMix, bool kRef>
+void mix_then_norm(const float* const* cands, AttnResShape s, const float* w, const float* w_norm,
+                   float eps, float* out) {
+  float* a = thread_scratch<float, struct AttnResNormTag>(static_cast<size_t>(s.T * s.d));
+  kMix(cands, s, w, eps, a);
+  (kRef ? kRmsNormOp.ref : kRmsNormOp.cpu)(a, s.T, s.d, w_norm, eps, out);
+}
+
+const OpTable<AttnResNormFn> kAttnResNormOp =
+    register_op<AttnResNormFn>({.name = "attn_res_norm",
+                                .ref = mix_then_norm<attn_res_mix_ref, true>,
+                                .cpu = mix_then_norm<attn_res_mix, false>,
+                                .cuda = K3_CUDA_IMPL(attn_res_norm_cuda)});
 
 const OpTable<AttnResMixFn, AttnResMixBwdFn> kAttnResMixOp =
     register_op<AttnResMixFn, AttnResMixBwdFn>({.name = "attn_res_mix",

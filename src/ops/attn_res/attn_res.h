@@ -28,6 +28,13 @@ void attn_res_mix_bwd(const float* const* cands, AttnResShape s, const float* w,
 
 void attn_res_mix(const float* const* cands, AttnResShape s, const float* w, float eps, float* out);
 
+// The mix and the RMSNorm of the layer input it feeds, one op (inference): out [T, d] =
+// rms_norm(attn_res_mix(cands; w), w_norm). One launch on a device instead of three (scores,
+// mix, norm), the mix never stored.
+using AttnResNormFn = void(const float* const* cands, AttnResShape s, const float* w,
+                           const float* w_norm, float eps, float* out);
+extern const OpTable<AttnResNormFn> kAttnResNormOp;  // "attn_res_norm"
+
 // Plain double reference.
 void attn_res_mix_ref(const float* const* cands, AttnResShape s, const float* w, float eps,
                       float* out);
