@@ -13,15 +13,20 @@ namespace {
 
 SituParams situ_params(const HParams& hp) { return {hp.situ_beta, hp.situ_linear_beta}; }
 
+// out [T, w.down.rows] = down(φ(a, b)) for a = gate·x, b = up·x (a is overwritten).
+void glu_down(const Tensor& a, const Tensor& b, const FfnWeights& w, SituParams p, Ctx& ctx,
+              const Tensor& out) {
+  op::situ_glu(ctx, a, b, p, a);
+  op::linear(ctx, a, w.down, out);
+}
+
 // out [T, w.down.rows] = down(φ(gate·x, up·x)); x [T, w.gate.cols].
 void glu_ffn(const Tensor& x, const FfnWeights& w, SituParams p, Ctx& ctx, const Tensor& out) {
   CtxScope scope(ctx);
   const int64_t T = x.dim(0), I = w.gate.rows;
   Tensor a = ctx.tensor({T, I}), b = ctx.tensor({T, I});
-  op::linear(ctx, x, w.gate, a);
-  op::linear(ctx, x, w.up, b);
-  op::situ_glu(ctx, a, b, p, a);
-  op::linear(ctx, a, w.down, out);
+  op::linear_multi(ctx, x, {&w.gate, &w.up}, {a, b});
+  glu_down(a, b, w, p, ctx, out);
 }
 
 }  // namespace
@@ -40,17 +45,24 @@ void moe_block(const Tensor& x, const MoeWeights& w, const HParams& hp, Ctx& ctx
   Tensor sel = ctx.tensor({T, k}, DType::i32), weight = ctx.tensor({T, k});
   Mat router = w.router;
   router.keep_fp32 = true;  // as llama.cpp's F32 router: bf16 rounding would flip near-ties
-  op::linear(ctx, x, router, logits);
-  op::route(ctx, logits, w.router_bias, {E, k, m.renormalize, m.routed_scale}, sel, weight);
-
   Tensor z = ctx.tensor({T, L}), c = ctx.tensor({T, L});  // latent input; fp32 combine
-  op::linear(ctx, x, w.latent_down, z);
+  // Every projection of x at once: router logits, latent input, the shared experts' gate/up.
+  const bool shared = !w.shared.gate.empty();
+  const int64_t Is = shared ? w.shared.gate.rows : 0;
+  Tensor sa = ctx.tensor({T, Is}), sb = ctx.tensor({T, Is});
+  if (shared) {
+    op::linear_multi(ctx, x, {&router, &w.latent_down, &w.shared.gate, &w.shared.up},
+                     {logits, z, sa, sb});
+  } else {
+    op::linear_multi(ctx, x, {&router, &w.latent_down}, {logits, z});
+  }
+  op::route(ctx, logits, w.router_bias, {E, k, m.renormalize, m.routed_scale}, sel, weight);
   op::moe_experts(ctx, z, sel, weight, w.experts, situ_params(hp), c);  // every expert once
   op::rms_norm(ctx, c, w.latent_norm, hp.rms_eps, c);
   op::linear(ctx, c, w.latent_up, out);  // [T, d]
-  if (!w.shared.gate.empty()) {
+  if (shared) {
     Tensor sh = ctx.tensor({T, hp.d_model});
-    glu_ffn(x, w.shared, situ_params(hp), ctx, sh);
+    glu_down(sa, sb, w.shared, situ_params(hp), ctx, sh);
     op::add(ctx, out, sh, out);
   }
 }

@@ -13,13 +13,11 @@ namespace {
 // Which conv history of the slot a projection feeds.
 enum class ConvOf { q, k, v };
 
-// y [T, P] = SiLU(conv(x · Wᵀ)), each sequence continuing its own conv history.
-void project_conv(const Tensor& x, const Mat& w, const Vec& taps, ConvOf which, int64_t W,
-                  int64_t kda_index, LayerCtx& lc, const Tensor& y) {
+// y [T, P] = SiLU(conv(pre)) for a projection pre [T, P], each sequence continuing its own
+// conv history.
+void short_conv(const Tensor& pre, const Vec& taps, ConvOf which, int64_t W, int64_t kda_index,
+                LayerCtx& lc, const Tensor& y) {
   Ctx& ctx = lc.ctx;
-  CtxScope scope(ctx);
-  Tensor pre = ctx.tensor({x.dim(0), w.rows});  // [T, P]
-  op::linear(ctx, x, w, pre);
   const int64_t B = lc.plan.n_seqs;
   Conv1dSeq* seqs = ctx.host().alloc<Conv1dSeq>(B);
   for (int64_t i = 0; i < B; ++i) {
@@ -52,18 +50,22 @@ void kda_layer(const Tensor& x, const KdaWeights& w, const HParams& hp, int64_t 
   const KdaHParams& kp = hp.kda;
   const int64_t T = x.dim(0), H = kp.n_head, K = kp.head_dim, P = kp.proj_dim();
   const int64_t W = kp.conv_kernel;
-  Tensor q = ctx.tensor({T, H, K}), k = ctx.tensor({T, H, K}), v = ctx.tensor({T, H, K});
-  project_conv(x, w.q, w.q_conv, ConvOf::q, W, kda_index, lc, q.view({T, P}));
-  project_conv(x, w.k, w.k_conv, ConvOf::k, W, kda_index, lc, k.view({T, P}));
-  project_conv(x, w.v, w.v_conv, ConvOf::v, W, kda_index, lc, v.view({T, P}));
-
+  // Every projection of x at once: q, k, v (before their convs), the output gate z, the decay's
+  // low-rank factor and beta.
+  Tensor pq = ctx.tensor({T, P}), pk = ctx.tensor({T, P}), pv = ctx.tensor({T, P});
+  Tensor z = ctx.tensor({T, H, K});          // output gate
   Tensor low = ctx.tensor({T, w.f_a.rows});  // [T, rank]
-  Tensor g = ctx.tensor({T, H, K});          // log decay
-  op::linear(ctx, x, w.f_a, low);
+  Tensor beta = ctx.tensor({T, H});
+  op::linear_multi(ctx, x, {&w.q, &w.k, &w.v, &w.g, &w.f_a, &w.b},
+                   {pq, pk, pv, z.view({T, P}), low, beta});
+  Tensor q = ctx.tensor({T, H, K}), k = ctx.tensor({T, H, K}), v = ctx.tensor({T, H, K});
+  short_conv(pq, w.q_conv, ConvOf::q, W, kda_index, lc, q.view({T, P}));
+  short_conv(pk, w.k_conv, ConvOf::k, W, kda_index, lc, k.view({T, P}));
+  short_conv(pv, w.v_conv, ConvOf::v, W, kda_index, lc, v.view({T, P}));
+
+  Tensor g = ctx.tensor({T, H, K});  // log decay
   op::linear(ctx, low, w.f_b, g.view({T, P}));
   op::kda_gate(ctx, g, w.A_log, w.dt_bias, kp.gate_lower_bound, g);
-  Tensor beta = ctx.tensor({T, H});
-  op::linear(ctx, x, w.b, beta);
   op::sigmoid(ctx, beta, beta);
   op::l2_norm(ctx, q, 1e-6f, q);
   op::l2_norm(ctx, k, 1e-6f, k);
@@ -76,8 +78,6 @@ void kda_layer(const Tensor& x, const KdaWeights& w, const HParams& hp, int64_t 
   }
   Tensor o = ctx.tensor({T, H, K});  // [T, H, V]
   op::kda(ctx, {q, k, v, g, beta}, {seqs, static_cast<size_t>(lc.plan.n_seqs)}, o);
-  Tensor z = ctx.tensor({T, H, K});  // output gate
-  op::linear(ctx, x, w.g, z.view({T, P}));
   op::gated_rms_norm(ctx, o, z, w.o_norm, hp.rms_eps, o);
   op::linear(ctx, o.view({T, P}), w.o, out);
 }

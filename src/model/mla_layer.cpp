@@ -93,22 +93,22 @@ void mla_layer(const Tensor& x, const MlaWeights& w, const HParams& hp, int64_t 
   const int64_t T = x.dim(0), H = m.n_head, Dv = m.v_head, Dc = m.kv_lora_rank;
   const int64_t Dw = m.cache_width();
 
+  // The projections of x at once: the query's low rank, the latent with its rope part, the
+  // output gate.
   Tensor cq = ctx.tensor({T, m.q_lora_rank});
+  Tensor a = ctx.tensor({T, Dw});  // latent c, then r (r is not normalised)
+  Tensor gate = ctx.tensor({T, H, Dv});
+  op::linear_multi(ctx, x, {&w.q_a, &w.kv_a, &w.g}, {cq, a, gate.view({T, H * Dv})});
   Tensor q = ctx.tensor({T, H, m.qk_head()});
-  op::linear(ctx, x, w.q_a, cq);
   op::rms_norm(ctx, cq, w.q_a_norm, hp.mla_lora_eps, cq);
   op::linear(ctx, cq, w.q_b, q.view({T, H * m.qk_head()}));
 
-  Tensor a = ctx.tensor({T, Dw});  // latent c, then r (r is not normalised)
-  op::linear(ctx, x, w.kv_a, a);
   const Tensor c = a.slice_last(0, Dc);  // the latent part (rows Dc+Dr apart), in place
   op::rms_norm(ctx, c, w.kv_a_norm, hp.mla_lora_eps, c);
   append_latents(a, mla_index, lc);
 
   Tensor o = ctx.tensor({T, H, Dv});
   attend(q, a, w, m, mla_index, lc, o);
-  Tensor gate = ctx.tensor({T, H, Dv});
-  op::linear(ctx, x, w.g, gate.view({T, H * Dv}));
   op::mul_sigmoid(ctx, o, gate, o);
   op::linear(ctx, o.view({T, H * Dv}), w.o, out);
 }

@@ -107,6 +107,27 @@ void linear(Ctx& ctx, const Tensor& x, const Mat& w, const Tensor& y) {
   kLinearOp.on(ctx)(x.f32(), T, w, y.f32());
 }
 
+void linear_multi(Ctx& ctx, const Tensor& x, std::initializer_list<const Mat*> ws,
+                  std::initializer_list<Tensor> ys) {
+  check(ws.size() == ys.size(), "linear_multi: ", ws.size(), " matrices, ", ys.size(), " outputs");
+  contiguous_f32(x, "linear_multi", "x");
+  const int64_t T = x.dim(0), n = static_cast<int64_t>(ws.size());
+  Mat* mats = ctx.host().alloc<Mat>(n);
+  float** outs = ctx.host().alloc<float*>(n);
+  int64_t i = 0;
+  for (const Tensor& y : ys) {
+    const Mat& w = *ws.begin()[i];
+    contiguous_f32(y, "linear_multi", "y");
+    check(x.dim(-1) == w.cols && y.dim(-1) == w.rows && y.dim(0) == T && x.numel() == T * w.cols &&
+              y.numel() == T * w.rows,
+          "linear_multi: x [", T, ", ", x.dim(-1), "] · W", i, " [", w.rows, ", ", w.cols,
+          "]ᵀ -> y [", y.dim(0), ", ", y.dim(-1), "]");
+    mats[i] = w;
+    outs[i++] = y.f32();
+  }
+  kLinearMultiOp.on(ctx)(x.f32(), T, mats, outs, n);
+}
+
 void rms_norm(Ctx& ctx, const Tensor& x, Weights w, float eps, const Tensor& y) {
   const RowsView rx = rows_of(x, "rms_norm", "x"), ry = rows_of(y, "rms_norm", "y");
   check(static_cast<int64_t>(w.size()) == rx.n && ry.n == rx.n && ry.rows == rx.rows,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 
 #include "backend/ctx.h"
@@ -36,6 +37,10 @@ void gather_rows(Ctx& ctx, const Tensor& src, std::span<const int64_t> rows, con
 
 // y [T, w.rows] = x [T, w.cols] · wᵀ
 void linear(Ctx& ctx, const Tensor& x, const Mat& w, const Tensor& y);
+// Projections sharing x: ys[i] [T, ws[i]->rows] = x · ws[i]ᵀ (one launch for a decode step's
+// BF16 matrices on a device).
+void linear_multi(Ctx& ctx, const Tensor& x, std::initializer_list<const Mat*> ws,
+                  std::initializer_list<Tensor> ys);
 
 // Row-wise norms over the last dimension of [rows, n] (x's rows may be strided).
 void rms_norm(Ctx& ctx, const Tensor& x, Weights w, float eps, const Tensor& y);

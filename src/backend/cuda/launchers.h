@@ -51,6 +51,7 @@ void conv1d_silu_batch_cuda(const float* x, const float* w, const Conv1dSeq* seq
                             Conv1dShape s, float* y);
 void kda_gate_cuda(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s,
                    float* g);
+void linear_multi_cuda(const float* x, int64_t T, const Mat* ws, float* const* ys, int64_t n);
 void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w, float eps,
                        float* out);
 void attn_res_norm_cuda(const float* const* cands, AttnResShape s, const float* w,

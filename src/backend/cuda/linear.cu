@@ -12,6 +12,9 @@
 //           use SGEMM.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/launchers.h"
 #include "backend/cuda/runtime.cuh"
@@ -68,6 +71,32 @@ __global__ void gemv_bf16(const float* x, int T, const uint16_t* w, int64_t rows
   float sum = 0.0f;
   for (int q = 0; q < kSplit; ++q) sum += part_sums[warp + q][t][r];
   y[t * rows + r0 + r] = sum;
+}
+
+// Several BF16 matrices of the same width over one x (linear_multi): block b belongs to the
+// segment whose first block is the last one <= b, and runs gemv_bf16<kT, 1>'s rows there.
+constexpr int kMaxSegs = 8;
+struct GemvSeg {
+  const uint16_t* w;
+  float* y;
+  int64_t rows, block0;
+};
+struct GemvSegs {
+  GemvSeg s[kMaxSegs];
+  int n;
+};
+
+template <int kT>
+__global__ void gemv_bf16_multi(const float* x, int T, GemvSegs segs, int64_t cols) {
+  const int64_t b = blockIdx.x;
+  int i = 0;
+  while (i + 1 < segs.n && b >= segs.s[i + 1].block0) ++i;
+  const GemvSeg& sg = segs.s[i];
+  const int64_t r0 = ((b - sg.block0) * kWarpsPerBlock + threadIdx.x / 32) * kRowsPerWarp;
+  if (r0 >= sg.rows) return;
+  float acc[kT][kRowsPerWarp] = {};
+  cuda::rows_dot_bf16<kT, kRowsPerWarp>(sg.w, r0, sg.rows, x, cols, T, acc);
+  cuda::warp_finish_rows<kT, kRowsPerWarp>(acc, T, r0, sg.rows, sg.rows, sg.y);
 }
 
 // MXFP4: decoded in registers from the packed nibbles and scales, kRowsPerWarp rows per warp.
@@ -282,6 +311,62 @@ Mat device_mat(Args& a, const Mat& w) {
 }
 
 }  // namespace cuda
+
+namespace {
+
+// Up to kMaxSegs BF16 matrices (device views, one width) in one launch.
+void gemv_multi(const float* x, int T, const Mat* ws, float* const* ys, int n) {
+  GemvSegs segs{};
+  int64_t blocks = 0;
+  for (int i = 0; i < n; ++i) {
+    segs.s[i] = {static_cast<const uint16_t*>(ws[i].data), ys[i], ws[i].rows, blocks};
+    blocks += blocks_for(ws[i].rows, kWarpsPerBlock * kRowsPerWarp);
+  }
+  segs.n = n;
+  const int threads = 32 * kWarpsPerBlock;
+  const auto grid = static_cast<unsigned>(blocks);
+  if (T == 1) {
+    cuda::launch(gemv_bf16_multi<1>, grid, threads, 0, x, T, segs, ws[0].cols);
+  } else {
+    cuda::launch(gemv_bf16_multi<kGemvMaxT>, grid, threads, 0, x, T, segs, ws[0].cols);
+  }
+  check_launch("linear_multi (gemv)");
+}
+
+}  // namespace
+
+void linear_multi_cuda(const float* x, int64_t T, const Mat* ws, float* const* ys, int64_t n) {
+  if (T == 0 || n == 0) return;
+  const int64_t cols = ws[0].cols;
+  for (int64_t i = 0; i < n; ++i) {
+    check(ws[i].cols == cols, "linear_multi (cuda): matrix ", i, " has ", ws[i].cols,
+          " columns, the first ", cols);
+  }
+  Args a;
+  const float* dx = a.in(x, T * cols);
+  // BF16 matrices a decode GEMV takes go into shared launches; the rest run as linear does.
+  std::vector<Mat> fused;
+  std::vector<float*> fused_y;
+  for (int64_t i = 0; i < n; ++i) {
+    const Mat dw = cuda::device_mat(a, ws[i]);
+    float* dy = a.out(ys[i], T * ws[i].rows);
+    if (T <= kGemvMaxT && dw.format == MatFormat::bf16 && vector_ok(dx, dw, dw.data) &&
+        dw.rows > 0 && cols > 0) {
+      fused.push_back(dw);
+      fused_y.push_back(dy);
+    } else {
+      cuda::linear_device(dx, T, dw, dy);
+    }
+  }
+  if (fused.size() == 1) {
+    cuda::linear_device(dx, T, fused[0], fused_y[0]);
+    return;
+  }
+  for (size_t i0 = 0; i0 < fused.size(); i0 += kMaxSegs) {
+    const int m = static_cast<int>(std::min<size_t>(kMaxSegs, fused.size() - i0));
+    gemv_multi(dx, static_cast<int>(T), fused.data() + i0, fused_y.data() + i0, m);
+  }
+}
 
 void linear_cuda(const float* x, int64_t T, const Mat& w, float* y) {
   if (T == 0 || w.rows == 0) return;

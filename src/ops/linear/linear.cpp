@@ -145,6 +145,17 @@ void linear(const float* x, int64_t T, const Mat& w, float* y) {
   linear_fp32(x, T, w, y);
 }
 
+template <LinearFn* kOne>
+void linear_each(const float* x, int64_t T, const Mat* ws, float* const* ys, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) kOne(x, T, ws[i], ys[i]);
+}
+
+const OpTable<LinearMultiFn> kLinearMultiOp =
+    register_op<LinearMultiFn>({.name = "linear_multi",
+                                .ref = linear_each<linear_ref>,
+                                .cpu = linear_each<linear>,
+                                .cuda = K3_CUDA_IMPL(linear_multi_cuda)});
+
 const OpTable<LinearFn, LinearBwdFn> kLinearOp =
     register_op<LinearFn, LinearBwdFn>({.name = "linear",
                                         .ref = linear_ref,

@@ -53,4 +53,11 @@ const char* q8_kernel_name();
 // Threaded, row-blocked version (each decoded weight row is reused across all T inputs).
 void linear(const float* x, int64_t T, const Mat& w, float* y);
 
+// Projections that share their input: ys[i] [T, ws[i].rows] = x [T, cols] · ws[i]ᵀ for i < n
+// (every ws[i].cols the same), each as linear() would compute it. The device runs the BF16
+// matrices of a decode step in one GEMV launch over all their rows: one ramp up and one tail
+// instead of one per matrix.
+using LinearMultiFn = void(const float* x, int64_t T, const Mat* ws, float* const* ys, int64_t n);
+extern const OpTable<LinearMultiFn> kLinearMultiOp;  // "linear_multi"
+
 }  // namespace k3
