@@ -44,8 +44,7 @@ std::vector<OpCase> cases() {
     // tiles (BF16 straight from storage; MXFP4 straight from storage up to T = 7 with AVX-512,
     // from decoded row blocks beyond); T = 5, 7: a 4-token tile and a tail of 1 / 3. Rows off
     // the tile heights (1, 7, 9, 17, 33). (Every T up to 20 below, in
-    // SmallBatchTilesAreBatchInvariantAtEveryT: added here, new cases would move the seeds of
-    // every later op's cases.)
+    // SmallBatchTilesAreBatchInvariantAtEveryT.)
     for (int64_t T : {1, 2, 3, 4, 5, 7, 17}) {
       for (auto [r, c] : {std::pair{1, 32}, {7, 64}, {64, 96}, {33, 160}, {17, 256}, {9, 1024}}) {
         v.push_back(linear_case(T, r, c, f));

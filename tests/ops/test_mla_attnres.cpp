@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/bf16.h"
 #include "ops/attn_res/attn_res.h"
 #include "ops/harness.h"
 #include "ops/mla/mla.h"
@@ -52,15 +53,28 @@ std::vector<float> uk_transposed(const std::vector<float>& wkv, MlaShape s) {
   return t;
 }
 
-// Random MLA weights: kv_b [H*(Dn+Dv), Dc] and its load-time W_UKᵀ split.
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]);
+  return b;
+}
+
+// Random MLA weights: kv_b [H*(Dn+Dv), Dc] and its load-time W_UKᵀ split; stored as BF16 (as
+// checkpoints hold them) when bf16, else F32.
 struct MlaWeights {
   std::vector<float> wkv, ukt;
+  std::vector<uint16_t> wkv16, ukt16;
   MlaAbsorbedWeights w;
-  MlaWeights(std::mt19937_64& rng, MlaShape s)
+  MlaWeights(std::mt19937_64& rng, MlaShape s, bool bf16 = false)
       : wkv(randn(rng, s.H * (s.Dn + s.Dv) * s.Dc, 1.0 / std::sqrt(s.Dc))),
         ukt(uk_transposed(wkv, s)),
-        w{{s.H * s.Dc, s.Dn, MatFormat::f32, ukt.data(), nullptr},
-          {s.H * (s.Dn + s.Dv), s.Dc, MatFormat::f32, wkv.data(), nullptr}} {}
+        wkv16(bf16 ? to_bf16(wkv) : std::vector<uint16_t>{}),
+        ukt16(bf16 ? to_bf16(ukt) : std::vector<uint16_t>{}) {
+    const MatFormat f = bf16 ? MatFormat::bf16 : MatFormat::f32;
+    const void* uk = bf16 ? static_cast<const void*>(ukt16.data()) : ukt.data();
+    const void* kv = bf16 ? static_cast<const void*>(wkv16.data()) : wkv.data();
+    w = {{s.H * s.Dc, s.Dn, f, uk, nullptr}, {s.H * (s.Dn + s.Dv), s.Dc, f, kv, nullptr}};
+  }
 };
 
 // The absorbed attention over a (paged) latent cache against the double reference that
@@ -80,10 +94,14 @@ OpCase mla_absorbed_case(MlaShape s, int64_t block) {
 
 // A step's varlen batch: sequences of different lengths (queries n_i, past p_i), each over its
 // own paged cache, at shuffled rows of one q/o (rows of no sequence are kept).
-OpCase mla_batch_case(std::vector<std::pair<int64_t, int64_t>> n_past, MlaShape d, int64_t block) {
+// bf16: the weights stored as BF16 (the device's per-head GEMVs then read them 16 bytes at a
+// time where the widths allow).
+OpCase mla_batch_case(std::vector<std::pair<int64_t, int64_t>> n_past, MlaShape d, int64_t block,
+                      bool bf16 = false) {
   std::string shape = "H=" + std::to_string(d.H) + " Dn=" + std::to_string(d.Dn) +
                       " Dr=" + std::to_string(d.Dr) + " Dv=" + std::to_string(d.Dv) +
-                      " Dc=" + std::to_string(d.Dc) + " block=" + std::to_string(block) + " seqs";
+                      " Dc=" + std::to_string(d.Dc) + " block=" + std::to_string(block) +
+                      (bf16 ? " bf16" : "") + " seqs";
   for (auto [n, p] : n_past) shape += " " + std::to_string(n) + "/" + std::to_string(p);
   return {"mla_absorbed_batch", shape, 2e-5, [=](std::mt19937_64& rng, Impl impl) {
             const int64_t Dq = d.Dn + d.Dr, Dcr = d.Dc + d.Dr, ns = n_past.size();
@@ -103,7 +121,7 @@ OpCase mla_batch_case(std::vector<std::pair<int64_t, int64_t>> n_past, MlaShape 
               t0 += n;
             }
             std::vector<float> q = randn(rng, T * d.H * Dq, 0.5);
-            const MlaWeights mw(rng, d);
+            const MlaWeights mw(rng, d, bf16);
             std::vector<float> o = randn(rng, T * d.H * d.Dv), o_ref = o;
             kMlaAbsorbedBatchOp.get(impl)(q.data(), seqs.data(), ns, mw.w, d, o.data());
             kMlaAbsorbedBatchOp.ref(q.data(), seqs.data(), ns, mw.w, d, o_ref.data());
@@ -232,6 +250,14 @@ std::vector<OpCase> cases() {
        {std::tuple{1, 1, 8}, {2, 3, 48}, {9, 5, 64}, {4, 1, 7168}, {3, 2, 1}, {5, 7, 17}}) {
     v.push_back(attn_res_case(n, T, d));
     v.push_back(attn_res_norm_case(n, T, d));
+  }
+  // BF16 weights: widths a multiple of 8 (16-byte weight rows: the device's row GEMVs), one
+  // token and chunks of 8 tokens and past them, and widths off 8 (the tiled kernel).
+  for (int64_t block : {0, 16}) {
+    v.push_back(mla_batch_case({{1, 0}}, {0, 0, 3, 16, 8, 16, 32}, block, true));
+    v.push_back(mla_batch_case({{1, 37}, {7, 2}, {1, 130}}, wide, block, true));
+    v.push_back(mla_batch_case({{9, 5}, {12, 0}, {1, 3}}, {0, 0, 5, 24, 8, 40, 64}, block, true));
+    v.push_back(mla_batch_case({{2, 7}, {1, 1}}, {0, 0, 2, 12, 4, 12, 20}, block, true));
   }
   v.push_back(attn_res_norm_case(13, 3, 7168));  // the model's width, many sealed blocks
   v.push_back(attn_res_norm_case(2, 64, 1030));  // a decode batch, d % 4 != 0

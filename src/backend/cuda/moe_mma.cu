@@ -7,7 +7,6 @@
 // once per window: once per step at batch 1, and at larger batches every token of an expert
 // shares one read (the window is sized to the step's slots an expert).
 #include <algorithm>
-#include <cstdlib>
 
 #include "backend/cuda/moe_mma.h"
 #include "backend/cuda/runtime.cuh"
@@ -139,10 +138,9 @@ __host__ __device__ inline int64_t scale_stride(int64_t groups) {
   return ((groups + 3) / 4 | 1) * 4;
 }
 
-// A stage: the weights' [kMT][2][32 lanes] uint4, then with kRingB the slot parts' [NT][4][32].
-template <int kMT, int NT, bool kRingB>
+template <int kMT>
 constexpr int ring_bytes(int stages) {
-  return stages * (kMT * 2 + (kRingB ? NT * 4 : 0)) * 32 * 16;
+  return stages * kMT * 2 * 32 * 16;
 }
 
 // y rows (slot parts) of one expert's 32 weight rows over the block's windows. The weights reach
@@ -153,10 +151,7 @@ constexpr int ring_bytes(int stages) {
 // copies and reads back only its own ring slots, so the ring needs no barrier; the scales
 // (written by every lane) need one __syncwarp. (Splitting the columns over 2-4 blocks, partial
 // sums added by the next kernel, to fill the GPU at batch 1 ran 1.2x slower there.)
-// kRingB: the slot parts (B) come through the ring too, next to the weights, instead of by
-// loads from global memory at their use (at batch 1 those stalled the warps for 40% of their
-// cycles, Nsight Compute: the B rows sit in L2, the 23 KB of L1 left beside the ring thrash).
-template <int kMT, int NT, int kStages, bool kRingB>
+template <int kMT, int NT, int kStages>
 __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
     mxfp4_mma(const __nv_bfloat16* xs, int P, const int32_t* offsets, const int32_t* active,
               const int32_t* n_active, const Mxfp4Expert* experts, int which0, int tiles_per_mat,
@@ -178,10 +173,8 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
   float* y = which != 0 ? y1 : y0;
   const int64_t groups = C / 32, sstride = scale_stride(groups);
   const int nchunks = static_cast<int>((groups + 3) / 4);
-  uint4* ring = smem;                            // [kStages][kMT][2][32 lanes]
-  uint4* ringb = smem + kStages * kMT * 2 * 32;  // [kStages][NT][4][32 lanes] (kRingB)
-  uint8_t* sc =
-      reinterpret_cast<uint8_t*>(smem) + ring_bytes<kMT, NT, kRingB>(kStages);  // [kRows][sstride]
+  uint4* ring = smem;  // [kStages][kMT][2][32 lanes]
+  uint8_t* sc = reinterpret_cast<uint8_t*>(smem) + ring_bytes<kMT>(kStages);  // [kRows][sstride]
 
   // The scales of the warp's rows: whole words by cp.async when they can (landing with chunk
   // 0, which the first wait below covers), else bytes through registers.
@@ -203,8 +196,6 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
   const uint8_t* prow = packed + (row0 + g) * (C / 2);
   const int64_t rstep = 8 * (C / 2);
   const int srow = g * static_cast<int>(sstride), sstep = 8 * static_cast<int>(sstride);
-  const __nv_bfloat16* brow[NT];  // this lane's B columns in the window
-  bool bcol[NT];  // this lane's column holds a slot part of the expert (others stay zero)
   // Chunk c's copies of this lane into ring stage c % kStages (then one commit, empty or not).
   auto issue = [&](int c) {
     const int64_t G = 4 * int64_t{c} + t;
@@ -213,21 +204,13 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
       const uint8_t* src = prow + G * 16;
 #pragma unroll
       for (int j = 0; j < 2 * kMT; ++j) cp_async16(dst + j * 32, src + j * rstep);
-      if constexpr (kRingB) {
-        uint4* bdst = ringb + (c % kStages) * (NT * 4 * 32) + lane;
-#pragma unroll
-        for (int ni = 0; ni < NT; ++ni) {
-          if (!bcol[ni]) continue;
-#pragma unroll
-          for (int v = 0; v < 4; ++v)
-            cp_async16(bdst + (ni * 4 + v) * 32, brow[ni] + G * 32 + v * 8);
-        }
-      }
     }
     cp_async_commit();
   };
   for (int64_t win = win0; win * NT * 8 < ncols; win += n_windows) {
     const int64_t col0 = win * NT * 8;
+    const __nv_bfloat16* brow[NT];
+    bool bcol[NT];  // this lane's column holds a slot part of the expert (others stay zero)
 #pragma unroll
     for (int ni = 0; ni < NT; ++ni) {
       const int64_t col = col0 + ni * 8 + g;
@@ -244,7 +227,6 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
       const int64_t G = 4 * int64_t{c} + t;
       const bool ok = G < groups;
       const uint4* src = ring + (c % kStages) * (kMT * 2 * 32) + lane;
-      const uint4* bsrc = ringb + (c % kStages) * (NT * 4 * 32) + lane;
       uint4 a[kMT][2];
       uint32_t f1[kMT][2], s[kMT][2];
       uint32_t smax = 0;
@@ -267,13 +249,8 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
         uint4 b[NT];
 #pragma unroll
         for (int ni = 0; ni < NT; ++ni) {
-          if (!(ok && bcol[ni])) {
-            b[ni] = make_uint4(0, 0, 0, 0);
-          } else if constexpr (kRingB) {
-            b[ni] = bsrc[(ni * 4 + v) * 32];
-          } else {
-            b[ni] = *reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8);
-          }
+          b[ni] = ok && bcol[ni] ? *reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8)
+                                 : make_uint4(0, 0, 0, 0);
         }
         uint32_t p[kMT][2][4];
 #pragma unroll
@@ -327,14 +304,14 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
   }
 }
 
-template <int NT, int kStages, bool kRingB>
+template <int NT, int kStages>
 void launch_mma(const __nv_bfloat16* xs, int P, const MoeGroups& grp, const Mxfp4Expert* experts,
                 int which0, int n_which, int64_t R, int64_t C, int64_t N, int n_windows,
                 float* const* y3) {
   constexpr int kMT = 2;
   const int tiles = blocks_for(R, kMT * 16);
-  const size_t smem = ring_bytes<kMT, NT, kRingB>(kStages) + kMT * 16 * scale_stride(C / 32);
-  auto* kernel = mxfp4_mma<kMT, NT, kStages, kRingB>;
+  const size_t smem = ring_bytes<kMT>(kStages) + kMT * 16 * scale_stride(C / 32);
+  auto* kernel = mxfp4_mma<kMT, NT, kStages>;
   if (smem > 48 * 1024) {  // wide rows: opt in to more shared memory
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
@@ -371,19 +348,12 @@ void moe_mxfp4_mma(const __nv_bfloat16* xs, int P, const MoeGroups& g, const Mxf
   const int64_t most = P * std::min(N, T);
   const int n_windows =
       static_cast<int>(std::max<int64_t>(1, (std::min(cover, most) + 8 * nt - 1) / (8 * nt)));
-  // K3_MOE_RING_B=0|1 forces the slot parts' path for one n-tile (A/B runs; default: ring).
-  static const int ring_b = [] {
-    const char* e = std::getenv("K3_MOE_RING_B");
-    return e == nullptr ? 1 : std::atoi(e);
-  }();
-  if (nt == 1 && ring_b != 0) {
-    launch_mma<1, kStages, true>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
-  } else if (nt == 1) {
-    launch_mma<1, kStages, false>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
+  if (nt == 1) {
+    launch_mma<1, kStages>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
   } else if (nt == 2) {
-    launch_mma<2, kStages, false>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
+    launch_mma<2, kStages>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
   } else {
-    launch_mma<4, kStages, false>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
+    launch_mma<4, kStages>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
   }
 }
 
