@@ -7,6 +7,7 @@
 // once per window: once per step at batch 1, and at larger batches every token of an expert
 // shares one read (the window is sized to the step's slots an expert).
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/moe_mma.h"
 #include "backend/cuda/runtime.cuh"
@@ -304,11 +305,10 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
   }
 }
 
-template <int NT, int kStages>
+template <int NT, int kStages, int kMT = 2>
 void launch_mma(const __nv_bfloat16* xs, int P, const MoeGroups& grp, const Mxfp4Expert* experts,
                 int which0, int n_which, int64_t R, int64_t C, int64_t N, int n_windows,
                 float* const* y3) {
-  constexpr int kMT = 2;
   const int tiles = blocks_for(R, kMT * 16);
   const size_t smem = ring_bytes<kMT>(kStages) + kMT * 16 * scale_stride(C / 32);
   auto* kernel = mxfp4_mma<kMT, NT, kStages>;
@@ -348,7 +348,15 @@ void moe_mxfp4_mma(const __nv_bfloat16* xs, int P, const MoeGroups& g, const Mxf
   const int64_t most = P * std::min(N, T);
   const int n_windows =
       static_cast<int>(std::max<int64_t>(1, (std::min(cover, most) + 8 * nt - 1) / (8 * nt)));
-  if (nt == 1) {
+  // K3_MOE_MT=1: one m-tile (16 weight rows) a warp for one n-tile, twice the warps (A/B runs
+  // of the batch-1 kernel's wave count).
+  static const bool one_mt = [] {
+    const char* e = std::getenv("K3_MOE_MT");
+    return e != nullptr && std::atoi(e) == 1;
+  }();
+  if (nt == 1 && one_mt) {
+    launch_mma<1, kStages, 1>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
+  } else if (nt == 1) {
     launch_mma<1, kStages>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
   } else if (nt == 2) {
     launch_mma<2, kStages>(xs, P, g, experts, which0, n_which, R, C, N, n_windows, y3);
