@@ -426,8 +426,8 @@ int bench_ops() {
     // T > 128 runs the grouped GEMMs (moe_gemm.cu), T <= 128 the decode kernels (moe_mma.cu):
     // fp32-grade (three bf16 parts) and bf16 precision's inputs (one part); E=32 T=8192 is the
     // e2e slice's prefill shape.
-    moe_case(32, 16, {{1}, {1, true}, {16}, {16, true}, {64}, {64, true}, {8192, true}}, copy,
-             gemm, rng);
+    moe_case(32, 16, {{1}, {1, true}, {16}, {16, true}, {64}, {64, true}, {8192, true}}, copy, gemm,
+             rng);
     moe_case(896, 16,
              {{1}, {1, true}, {16}, {64}, {64, true}, {128}, {128, true}, {4096}, {4096, true}},
              copy, gemm, rng);
