@@ -434,13 +434,9 @@ namespace {
 
 constexpr int kMaxCands = 64;
 
-// score [T, n]: score[t, i] = (v · w) / rms(v) for v = cands[i][t].
-template <bool kVec>  // kVec: d % 4 == 0, rows and w 16-byte aligned
-__global__ void attn_res_scores(const float* const* cands, int n, int64_t d, const float* w,
-                                float eps, float* score) {
-  const int64_t t = blockIdx.x;
-  const int i = static_cast<int>(blockIdx.y);
-  const float* v = cands[i] + t * d;
+// (v · w) / rms(v) over one candidate row v [d], a block's sums (valid in every thread).
+template <bool kVec>  // kVec: d % 4 == 0, v and w 16-byte aligned
+__device__ inline float candidate_score(const float* v, int64_t d, const float* w, float eps) {
   float ss = 0, dot = 0;
   if (kVec) {
     for (int64_t j = threadIdx.x; j < d / 4; j += blockDim.x) {
@@ -457,7 +453,17 @@ __global__ void attn_res_scores(const float* const* cands, int n, int64_t d, con
   }
   ss = cuda::block_sum(ss);
   dot = cuda::block_sum(dot);
-  if (threadIdx.x == 0) score[t * n + i] = dot / sqrtf(ss / static_cast<float>(d) + eps);
+  return dot / sqrtf(ss / static_cast<float>(d) + eps);
+}
+
+// score [T, n]: score[t, i] = (v · w) / rms(v) for v = cands[i][t].
+template <bool kVec>  // kVec: d % 4 == 0, rows and w 16-byte aligned
+__global__ void attn_res_scores(const float* const* cands, int n, int64_t d, const float* w,
+                                float eps, float* score) {
+  const int64_t t = blockIdx.x;
+  const int i = static_cast<int>(blockIdx.y);
+  const float sc = candidate_score<kVec>(cands[i] + t * d, d, w, eps);
+  if (threadIdx.x == 0) score[t * n + i] = sc;
 }
 
 // out [T, d] = Σ_i softmax_i(score[t]) · cands[i][t].
@@ -488,24 +494,8 @@ __global__ void attn_res_norm_kernel(const float* const* cands, int n, int64_t d
   __shared__ float score[kMaxCands];
   const int64_t t = blockIdx.x;
   for (int i = 0; i < n; ++i) {
-    const float* v = cands[i] + t * d;
-    float ss = 0, dot = 0;
-    if (kVec) {
-      for (int64_t j = threadIdx.x; j < d / 4; j += blockDim.x) {
-        const float4 a = reinterpret_cast<const float4*>(v)[j];
-        const float4 b = reinterpret_cast<const float4*>(w)[j];
-        ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
-        dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-      }
-    } else {
-      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-        ss += v[j] * v[j];
-        dot += v[j] * w[j];
-      }
-    }
-    ss = cuda::block_sum(ss);
-    dot = cuda::block_sum(dot);
-    if (threadIdx.x == 0) score[i] = dot / sqrtf(ss / static_cast<float>(d) + eps);
+    const float sc = candidate_score<kVec>(cands[i] + t * d, d, w, eps);
+    if (threadIdx.x == 0) score[i] = sc;
   }
   __syncthreads();
   float mx = -INFINITY;

@@ -15,6 +15,17 @@ namespace k3::cuda {
 
 __device__ inline float bf16_bits(uint32_t b) { return __uint_as_float(b << 16); }
 
+// v[0, 8) = the 8 BF16 values at p (16-byte aligned), widened to fp32.
+__device__ inline void load_bf16x8(const uint16_t* p, float (&v)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const uint32_t q[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = bf16_bits(q[j] & 0xffffu);
+    v[2 * j + 1] = bf16_bits(q[j] >> 16);
+  }
+}
+
 __device__ inline float e8m0(uint8_t s) {
   if (s == 0) return ldexpf(1.0f, -127);
   return __uint_as_float(uint32_t{s} << 23);  // 255 gives inf/NaN, as on the CPU (not expected)
@@ -118,15 +129,7 @@ __device__ inline void rows_dot_bf16_range(const uint16_t* w, int64_t r0, int64_
   for (int64_t i = c0 + lane * 8; i < c1; i += 256) {
     float vals[kR][8];
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(row[r] + i);
-      const uint32_t p[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        vals[r][2 * j] = bf16_bits(p[j] & 0xffffu);
-        vals[r][2 * j + 1] = bf16_bits(p[j] >> 16);
-      }
-    }
+    for (int r = 0; r < kR; ++r) load_bf16x8(row[r] + i, vals[r]);
     fma8_rows<kT, kR>(vals, x, ld, i, T, acc);
   }
 }

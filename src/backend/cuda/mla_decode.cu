@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cuda/gemv.cuh"
 #include "backend/cuda/launchers.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/runtime.cuh"
@@ -608,15 +609,7 @@ __global__ void __launch_bounds__(32 * kHeadWarps) head_gemv_rows(HeadGemv p) {
   for (int i = lane * 8; i < p.n_in; i += 256) {
     float v[kHeadRows][8];
 #pragma unroll
-    for (int r = 0; r < kHeadRows; ++r) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(row[r] + i);
-      const uint32_t q[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        v[r][2 * k] = __uint_as_float(q[k] << 16);
-        v[r][2 * k + 1] = __uint_as_float(q[k] & 0xffff0000u);
-      }
-    }
+    for (int r = 0; r < kHeadRows; ++r) cuda::load_bf16x8(row[r] + i, v[r]);
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
       if (t >= nj) break;
