@@ -249,13 +249,20 @@ __global__ void norm_kernel(const float* x, const float* z, const float* w, int6
 
 bool al16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Threads of a row kernel's block: one per load of the row (float4 loads when vec), in whole
+// warps, 32 to 1024. The norm and AttnRes kernels share it: attn_res_norm equals the kernels
+// it fuses bit for bit only at the same block size.
+int row_threads(int64_t n, bool vec) {
+  const int64_t loads = vec ? n / 4 : n;
+  return static_cast<int>(std::clamp<int64_t>((loads + 31) / 32 * 32, 32, 1024));
+}
+
 template <int kMode>
 void launch_norm(const float* x, const float* z, const float* w, int64_t rows, int64_t n, float eps,
                  float* y, const char* op) {
   const bool vec =
       n % 4 == 0 && al16(x) && al16(y) && (w == nullptr || al16(w)) && (z == nullptr || al16(z));
-  const int64_t per_row = vec ? n / 4 : n;  // loads per row
-  const int threads = static_cast<int>(std::clamp<int64_t>((per_row + 31) / 32 * 32, 32, 1024));
+  const int threads = row_threads(n, vec);
   if (vec) {
     cuda::launch(norm_kernel<kMode, true>, rows, threads, 0, x, z, w, n, eps, y);
   } else {
@@ -538,6 +545,21 @@ __global__ void attn_res_norm_kernel(const float* const* cands, int n, int64_t d
   }
 }
 
+// The candidates' device table, and whether their rows and w allow 16-byte loads.
+struct DeviceCands {
+  const float* const* table;
+  bool vec;
+};
+DeviceCands device_cands(Args& a, const float* const* cands, AttnResShape s, const float* dw) {
+  std::vector<const float*> dev(static_cast<size_t>(s.n));
+  bool vec = s.d % 4 == 0 && al16(dw);
+  for (int64_t i = 0; i < s.n; ++i) {
+    dev[i] = a.in(cands[i], s.T * s.d);
+    vec &= al16(dev[i]);
+  }
+  return {a.host_array(dev.data(), dev.size()), vec};
+}
+
 }  // namespace
 
 void attn_res_norm_cuda(const float* const* cands, AttnResShape s, const float* w,
@@ -546,17 +568,13 @@ void attn_res_norm_cuda(const float* const* cands, AttnResShape s, const float* 
         kMaxCands, ")");
   if (s.T == 0) return;
   Args a;
-  std::vector<const float*> dev(static_cast<size_t>(s.n));
-  for (int64_t i = 0; i < s.n; ++i) dev[i] = a.in(cands[i], s.T * s.d);
-  const float* const* dc = a.host_array(dev.data(), dev.size());
   const float* dw = a.in(w, s.d);
   const float* dwn = a.in(w_norm, s.d);
   float* dout = a.out(out, s.T * s.d);
-  bool vec = s.d % 4 == 0 && al16(dw) && al16(dwn) && al16(dout);
-  for (const float* p : dev) vec &= al16(p);
-  // The block size of attn_res_mix's scores and of the norm kernel (same sums, same bits).
-  const int64_t loads = vec ? s.d / 4 : s.d;
-  const int threads = static_cast<int>(std::clamp<int64_t>((loads + 31) / 32 * 32, 32, 1024));
+  const DeviceCands dcs = device_cands(a, cands, s, dw);
+  const float* const* dc = dcs.table;
+  const bool vec = dcs.vec && al16(dwn) && al16(dout);
+  const int threads = row_threads(s.d, vec);  // the scores' and the norm's (same sums, same bits)
   const unsigned grid = static_cast<unsigned>(s.T);
   if (vec) {
     cuda::launch(attn_res_norm_kernel<true>, grid, threads, 0, dc, static_cast<int>(s.n), s.d, dw,
@@ -574,17 +592,14 @@ void attn_res_mix_cuda(const float* const* cands, AttnResShape s, const float* w
         ")");
   if (s.T == 0) return;
   Args a;
-  std::vector<const float*> dev(static_cast<size_t>(s.n));
-  for (int64_t i = 0; i < s.n; ++i) dev[i] = a.in(cands[i], s.T * s.d);
-  const float* const* dc = a.host_array(dev.data(), dev.size());
   const float* dw = a.in(w, s.d);
   float* dout = a.out(out, s.T * s.d);
+  const DeviceCands dcs = device_cands(a, cands, s, dw);
+  const float* const* dc = dcs.table;
+  const bool vec = dcs.vec;
   cuda::Scratch score(static_cast<size_t>(s.T * s.n) * sizeof(float));
   auto* sc = static_cast<float*>(score.get());
-  bool vec = s.d % 4 == 0 && al16(dw);
-  for (const float* p : dev) vec &= al16(p);
-  const int64_t loads = vec ? s.d / 4 : s.d;  // a thread per load (a decode mix: one block each)
-  const int threads = static_cast<int>(std::clamp<int64_t>((loads + 31) / 32 * 32, 32, 1024));
+  const int threads = row_threads(s.d, vec);  // a thread per load (a decode mix: one block each)
   const dim3 grid(static_cast<unsigned>(s.T), static_cast<unsigned>(s.n));
   if (vec) {
     cuda::launch(attn_res_scores<true>, grid, threads, 0, dc, static_cast<int>(s.n), s.d, dw, eps,
