@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "core/precision.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/harness.h"
 #include "ops/kda/kda.h"
@@ -94,14 +95,16 @@ OpCase kda_chunked_vs_f64_case(KdaShape s, KdaVariant var) {
 
 // The varlen batch (one step's prompt chunks): sequences of the given lengths laid out in
 // order with `gap` foreign rows before each (their rows of o must be kept), each with its own
-// initial state; the output rows and every final state are compared.
+// initial state; the output rows and every final state are compared. bf16: the impl runs in
+// bf16 precision (on the device: single tf32 products, held to 4e-3; the cpu op ignores it).
 OpCase kda_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t H, int64_t K, int64_t V,
-                      Gates gates = Gates::mild) {
+                      Gates gates = Gates::mild, bool bf16 = false) {
   std::string shape = "lens=";
   for (int64_t n : lens) shape += std::to_string(n) + ",";
   shape += " gap=" + std::to_string(gap) + " H=" + std::to_string(H) + " K=" + std::to_string(K) +
-           " V=" + std::to_string(V) + (gates == Gates::strong ? " strong" : "");
-  return {"kda_chunked_batch", shape, 2e-5, [=](std::mt19937_64& rng, Impl impl) {
+           " V=" + std::to_string(V) + (gates == Gates::strong ? " strong" : "") +
+           (bf16 ? " bf16" : "");
+  return {"kda_chunked_batch", shape, bf16 ? 4e-3 : 2e-5, [=](std::mt19937_64& rng, Impl impl) {
             int64_t T = 0;
             std::vector<int64_t> t0;
             for (int64_t n : lens) {
@@ -120,7 +123,10 @@ OpCase kda_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t H, int64_t
               seqs_ref[i] = {t0[i], lens[i], S_ref.data() + i * state};
             }
             kKdaChunkedBatchOp.ref(d.in(), seqs_ref.data(), m, {0, H, K, V}, o_ref.data());
+            const Precision saved = active_precision();
+            if (bf16) set_precision(Precision::bf16);
             kKdaChunkedBatchOp.get(impl)(d.in(), seqs.data(), m, {0, H, K, V}, o.data());
+            set_precision(saved);
             o.insert(o.end(), S.begin(), S.end());
             o_ref.insert(o_ref.end(), S_ref.begin(), S_ref.end());
             return Outputs{o, widen(o_ref)};
@@ -238,6 +244,11 @@ std::vector<OpCase> cases() {
   v.push_back(kda_batch_case({130, 65, 1, 0, 63}, 1, 3, 17, 70));
   v.push_back(kda_batch_case({200, 5}, 3, 1, 128, 128, Gates::strong));
   v.push_back(kda_batch_case({129, 2, 77}, 0, 2, 128, 64, Gates::strong));
+  for (Gates gates : {Gates::mild, Gates::strong}) {  // bf16 precision (tf32 products)
+    v.push_back(kda_batch_case({37}, 0, 2, 128, 128, gates, true));
+    v.push_back(kda_batch_case({640, 5, 130}, 1, 2, 128, 128, gates, true));
+    v.push_back(kda_batch_case({130, 65, 1, 0, 63}, 1, 3, 17, 70, gates, true));
+  }
   v.push_back(
       kda_batch_case({9, 31, 0, 64, 100, 1, 17, 45, 3, 128, 0, 70, 12, 66, 5, 90}, 1, 2, 64, 40));
   v.push_back(kda_batch_case({300, 11}, 0, 1, 200, 16));  // K > 128: the token-serial kernel

@@ -42,9 +42,32 @@ __device__ __forceinline__ void mma8(float* c, const uint32_t* a, const uint32_t
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// A tf32 operand: split hi + lo (kSplit: fp32-grade products) or rounded once.
+template <bool kSplit>
+__device__ __forceinline__ void to_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  if constexpr (kSplit) {
+    split_tf32(x, hi, lo);
+  } else {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+    lo = 0;
+  }
+}
+
+// c += a · b: hi·hi + hi·lo + lo·hi (kSplit), else hi·hi alone.
+template <bool kSplit>
+__device__ __forceinline__ void mma_parts(float* c, const uint32_t* ah, const uint32_t* al,
+                                          const uint32_t* bh, const uint32_t* bl) {
+  if constexpr (kSplit) {
+    mma8(c, ah, bl);
+    mma8(c, al, bh);
+  }
+  mma8(c, ah, bh);
+}
+
 // One k-step of 8: acc[mt][nt] += A[m0+16mt …, k … k+8) · B[k … k+8, n0+8nt …) with the
-// operands split hi + lo. a(r, c) / b(r, c) read the operands (they may compute them).
-template <int MT, int NT, typename FA, typename FB>
+// operands split hi + lo (kSplit) or rounded to tf32 once. a(r, c) / b(r, c) read the
+// operands (they may compute them).
+template <bool kSplit, int MT, int NT, typename FA, typename FB>
 __device__ __forceinline__ void mma_step(float (&acc)[MT][NT][4], const FA& a, const FB& b, int m0,
                                          int n0, int k) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -52,32 +75,28 @@ __device__ __forceinline__ void mma_step(float (&acc)[MT][NT][4], const FA& a, c
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
     const int r = m0 + 16 * mt + g;
-    split_tf32(a(r, k + t), ah[mt][0], al[mt][0]);
-    split_tf32(a(r + 8, k + t), ah[mt][1], al[mt][1]);
-    split_tf32(a(r, k + t + 4), ah[mt][2], al[mt][2]);
-    split_tf32(a(r + 8, k + t + 4), ah[mt][3], al[mt][3]);
+    to_tf32<kSplit>(a(r, k + t), ah[mt][0], al[mt][0]);
+    to_tf32<kSplit>(a(r + 8, k + t), ah[mt][1], al[mt][1]);
+    to_tf32<kSplit>(a(r, k + t + 4), ah[mt][2], al[mt][2]);
+    to_tf32<kSplit>(a(r + 8, k + t + 4), ah[mt][3], al[mt][3]);
   }
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int n = n0 + 8 * nt + g;
-    split_tf32(b(k + t, n), bh[nt][0], bl[nt][0]);
-    split_tf32(b(k + t + 4, n), bh[nt][1], bl[nt][1]);
+    to_tf32<kSplit>(b(k + t, n), bh[nt][0], bl[nt][0]);
+    to_tf32<kSplit>(b(k + t + 4, n), bh[nt][1], bl[nt][1]);
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      mma8(acc[mt][nt], ah[mt], bl[nt]);
-      mma8(acc[mt][nt], al[mt], bh[nt]);
-      mma8(acc[mt][nt], ah[mt], bh[nt]);
-    }
+    for (int nt = 0; nt < NT; ++nt) mma_parts<kSplit>(acc[mt][nt], ah[mt], al[mt], bh[nt], bl[nt]);
   }
 }
 
-template <int MT, int NT, typename FA, typename FB>
+template <bool kSplit, int MT, int NT, typename FA, typename FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const FA& a, const FB& b, int m0,
                                          int n0, int k0, int k1) {
-  for (int k = k0; k < k1; k += 8) mma_step(acc, a, b, m0, n0, k);
+  for (int k = k0; k < k1; k += 8) mma_step<kSplit>(acc, a, b, m0, n0, k);
 }
 
 // Visits the accumulator elements: f(mt, nt, e, row, col).
@@ -205,6 +224,7 @@ __device__ __forceinline__ bool factorised(const Smem& sm, int a) {
 // block the second is ≤ e^{spread}, so a diagonal block is done here only when its sub-chunk
 // is factorised (else by a_diag). Task (a, p): the 16×16 column block p ≤ a of sub-chunk a
 // (10 tasks); per k-step one exp serves k_r and q_r, one serves both products' B operand.
+template <bool kSplit>
 __device__ void a_tiles(Smem& sm) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   for (int task = warp; task < 10; task += kThreads / 32) {
@@ -218,22 +238,19 @@ __device__ void a_tiles(Smem& sm) {
       for (int e = 0; e < 4; ++e) {  // A fragment element e: row g (+8), column t (+4)
         const int r = a0 + g + 8 * (e % 2), i = k0 + t + 4 * (e / 2);
         const float x = __expf(gdiff(sm, r, a0, i));
-        split_tf32(sm.k[r * kLdQ + i] * x, kh[e], kl[e]);
-        split_tf32(sm.q[r * kLdQ + i] * x, qh[e], ql[e]);
+        to_tf32<kSplit>(sm.k[r * kLdQ + i] * x, kh[e], kl[e]);
+        to_tf32<kSplit>(sm.q[r * kLdQ + i] * x, qh[e], ql[e]);
       }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {  // B fragment: row t (+4), column g
           const int s = kSub * p + 8 * nt + g, i = k0 + t + 4 * e;
-          split_tf32(sm.k[s * kLdQ + i] * __expf(gdiff(sm, a0, s, i)), bh[nt][e], bl[nt][e]);
+          to_tf32<kSplit>(sm.k[s * kLdQ + i] * __expf(gdiff(sm, a0, s, i)), bh[nt][e],
+                          bl[nt][e]);
         }
-        mma8(akk[nt], kh, bl[nt]);
-        mma8(akk[nt], kl, bh[nt]);
-        mma8(akk[nt], kh, bh[nt]);
-        mma8(aqk[nt], qh, bl[nt]);
-        mma8(aqk[nt], ql, bh[nt]);
-        mma8(aqk[nt], qh, bh[nt]);
+        mma_parts<kSplit>(akk[nt], kh, kl, bh[nt], bl[nt]);
+        mma_parts<kSplit>(aqk[nt], qh, ql, bh[nt], bl[nt]);
       }
     }
     for_acc<1, 2>(0, kSub * p, [&](int, int nt, int e, int r, int s) {
@@ -345,6 +362,7 @@ __device__ void gate_rows(Smem& sm) {
   }
 }
 
+template <bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1)
     kda_chunks(const KdaInputs in, const Seg* segs, Dims d, bool vec, float* o) {
   extern __shared__ float4 smem_raw[];
@@ -369,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     gamma_cumsum(sm);
     __syncthreads();
-    a_tiles(sm);
+    a_tiles<kSplit>(sm);
     a_diag(sm);
     __syncthreads();
     inverse_diag(sm);
@@ -381,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for_acc<1, kNT>(m0, n0, [&](int, int nt, int e, int r, int j) {
         acc[0][nt][e] = sm.beta[r] * sm.R[r * kLdS + j];
       });
-      warp_mma(
+      warp_mma<kSplit>(
           acc, [&](int r, int i) { return sm.G[r * kLdQ + i]; },
           [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
       for_acc<1, kNT>(
@@ -390,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     {  // Ṽ = Tinv R (block lower triangular: sub-chunk rb needs columns < 16 (rb + 1))
       float acc[1][kNT][4] = {};
-      warp_mma(
+      warp_mma<kSplit>(
           acc, [&](int r, int s) { return sm.Tinv[r * kLdA + s]; },
           [&](int s, int j) { return sm.R[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
       for_acc<1, kNT>(
@@ -399,10 +417,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     {  // O = (q e^Γ) S + A_qk Ṽ
       float acc[1][kNT][4] = {};
-      warp_mma(
+      warp_mma<kSplit>(
           acc, [&](int r, int i) { return sm.q[r * kLdQ + i]; },
           [&](int i, int j) { return sm.S[i * kLdS + j]; }, m0, n0, 0, kKP);
-      warp_mma(
+      warp_mma<kSplit>(
           acc, [&](int r, int s) { return sm.Aqk[r * kLdA + s]; },
           [&](int s, int j) { return sm.Vn[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
       for_acc<1, kNT>(m0, n0, [&](int, int nt, int e, int r, int j) {
@@ -416,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for_acc<kMS, 4>(i0, j1, [&](int mt, int nt, int e, int i, int j) {
         acc[mt][nt][e] = sm.egn[i] * sm.S[i * kLdS + j];
       });
-      warp_mma(
+      warp_mma<kSplit>(
           acc, [&](int i, int r) { return sm.k[r * kLdQ + i]; },
           [&](int r, int j) { return sm.Vn[r * kLdS + j]; }, i0, j1, 0, kC);
       for_acc<kMS, 4>(i0, j1, [&](int mt, int nt, int e, int i, int j) {
@@ -431,13 +449,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-void launch_chunks(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShape s, float* o) {
+template <bool kSplit>
+void launch_chunks_as(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShape s, float* o) {
   const int smem = static_cast<int>(sizeof(Smem));
   static bool configured = false;
   if (!configured) {
-    cuda::check_cuda(
-        cudaFuncSetAttribute(kda_chunks, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-        "kda_chunked smem attribute");
+    cuda::check_cuda(cudaFuncSetAttribute(kda_chunks<kSplit>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                     "kda_chunked smem attribute");
     configured = true;
   }
   const int64_t vtiles = (s.V + kVT - 1) / kVT;
@@ -446,6 +465,16 @@ void launch_chunks(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShap
   const Dims dims{static_cast<int>(s.H), static_cast<int>(s.K), static_cast<int>(s.V)};
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = s.K % 4 == 0 && s.V % 4 == 0 && al(d.q) && al(d.k) && al(d.g) && al(d.v);
-  cuda::launch(kda_chunks, grid, kThreads, smem, d, dsegs, dims, vec, o);
+  cuda::launch(kda_chunks<kSplit>, grid, kThreads, smem, d, dsegs, dims, vec, o);
   check_launch("kda_chunked");
+}
+
+// tf32: every product from operands rounded to tf32 once (bf16 precision), else fp32-grade.
+void launch_chunks(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaShape s, bool tf32,
+                   float* o) {
+  if (tf32) {
+    launch_chunks_as<false>(d, dsegs, n_segs, s, o);
+  } else {
+    launch_chunks_as<true>(d, dsegs, n_segs, s, o);
+  }
 }
