@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/launchers.h"
+#include "core/precision.h"
 #include "timing.h"
 
 namespace k3::bench {
@@ -242,12 +243,18 @@ void kda_prefill_case(const char* name, const std::vector<int64_t>& lens, bool s
   float* beta = device_pattern(T * H, rng, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
   float* o = device_pattern(T * H * V, rng, [](float x) { return x; });
   const KdaInputs in{q, k, v, g, beta};
-  const double ms = median_ms(g_stream, 2, 7, [&] {
-    kda_chunked_batch_cuda(in, seqs.data(), n, {0, H, K, V}, o);
-  });
-  std::printf("%-44s %10.3f ms %8.0f tok/s", name, ms, T / (ms * 1e-3));
-  if (T == 8192 && n == 1) std::printf("  fla chunk_kda 2.61 ms: %.2fx", 2.61 / ms);
-  std::printf("\n");
+  const Precision saved = active_precision();
+  for (Precision p : {Precision::fp32, Precision::bf16}) {  // fp32-grade, then tf32 products
+    set_precision(p);
+    const double ms = median_ms(g_stream, 2, 7, [&] {
+      kda_chunked_batch_cuda(in, seqs.data(), n, {0, H, K, V}, o);
+    });
+    std::printf("%-44s %10.3f ms %8.0f tok/s", (name + std::string(" ") + precision_name(p)).c_str(),
+                ms, T / (ms * 1e-3));
+    if (T == 8192 && n == 1) std::printf("  fla chunk_kda 2.61 ms: %.2fx", 2.61 / ms);
+    std::printf("\n");
+  }
+  set_precision(saved);
   if (serial) {  // the token-serial kernel it replaces, same inputs
     const double ms1 = median_ms(g_stream, 1, 3, [&] {
       kda_recurrent_cuda(in, {T, H, K, V}, S, o);
