@@ -249,8 +249,8 @@ void kda_prefill_case(const char* name, const std::vector<int64_t>& lens, bool s
     const double ms = median_ms(g_stream, 2, 7, [&] {
       kda_chunked_batch_cuda(in, seqs.data(), n, {0, H, K, V}, o);
     });
-    std::printf("%-44s %10.3f ms %8.0f tok/s", (name + std::string(" ") + precision_name(p)).c_str(),
-                ms, T / (ms * 1e-3));
+    std::printf("%-44s %10.3f ms %8.0f tok/s",
+                (name + std::string(" ") + precision_name(p)).c_str(), ms, T / (ms * 1e-3));
     if (T == 8192 && n == 1) std::printf("  fla chunk_kda 2.61 ms: %.2fx", 2.61 / ms);
     std::printf("\n");
   }

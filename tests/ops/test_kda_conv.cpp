@@ -3,6 +3,7 @@
 // reference, also when the sequence is fed in pieces; the decay gate.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "core/precision.h"
@@ -97,13 +98,19 @@ OpCase kda_chunked_vs_f64_case(KdaShape s, KdaVariant var) {
 // order with `gap` foreign rows before each (their rows of o must be kept), each with its own
 // initial state; the output rows and every final state are compared. bf16: the impl runs in
 // bf16 precision (on the device: single tf32 products, held to 4e-3; the cpu op ignores it).
+// path (the device's): the split launches, the one-launch kernel (K3_KDA_CHUNK_FUSED=1), or the
+// split ones in windows of a few chunks (a 1 MB workspace: K3_KDA_WORKSPACE_MB=1).
+enum class KdaPath { split, fused, windows };
 OpCase kda_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t H, int64_t K, int64_t V,
-                      Gates gates = Gates::mild, bool bf16 = false) {
+                      Gates gates = Gates::mild, bool bf16 = false, KdaPath path = KdaPath::split) {
   std::string shape = "lens=";
   for (int64_t n : lens) shape += std::to_string(n) + ",";
   shape += " gap=" + std::to_string(gap) + " H=" + std::to_string(H) + " K=" + std::to_string(K) +
            " V=" + std::to_string(V) + (gates == Gates::strong ? " strong" : "") +
-           (bf16 ? " bf16" : "");
+           (bf16 ? " bf16" : "") +
+           (path == KdaPath::fused     ? " fused"
+            : path == KdaPath::windows ? " windows"
+                                       : "");
   return {"kda_chunked_batch", shape, bf16 ? 4e-3 : 2e-5, [=](std::mt19937_64& rng, Impl impl) {
             int64_t T = 0;
             std::vector<int64_t> t0;
@@ -125,7 +132,11 @@ OpCase kda_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t H, int64_t
             kKdaChunkedBatchOp.ref(d.in(), seqs_ref.data(), m, {0, H, K, V}, o_ref.data());
             const Precision saved = active_precision();
             if (bf16) set_precision(Precision::bf16);
+            if (path == KdaPath::fused) setenv("K3_KDA_CHUNK_FUSED", "1", 1);
+            if (path == KdaPath::windows) setenv("K3_KDA_WORKSPACE_MB", "1", 1);
             kKdaChunkedBatchOp.get(impl)(d.in(), seqs.data(), m, {0, H, K, V}, o.data());
+            unsetenv("K3_KDA_CHUNK_FUSED");
+            unsetenv("K3_KDA_WORKSPACE_MB");
             set_precision(saved);
             o.insert(o.end(), S.begin(), S.end());
             o_ref.insert(o_ref.end(), S_ref.begin(), S_ref.end());
@@ -248,6 +259,12 @@ std::vector<OpCase> cases() {
     v.push_back(kda_batch_case({37}, 0, 2, 128, 128, gates, true));
     v.push_back(kda_batch_case({640, 5, 130}, 1, 2, 128, 128, gates, true));
     v.push_back(kda_batch_case({130, 65, 1, 0, 63}, 1, 3, 17, 70, gates, true));
+    for (bool bf16 : {false, true}) {
+      for (KdaPath path : {KdaPath::fused, KdaPath::windows}) {
+        v.push_back(kda_batch_case({640, 5, 130}, 1, 2, 128, 128, gates, bf16, path));
+        v.push_back(kda_batch_case({130, 65, 1, 0, 63}, 1, 3, 17, 70, gates, bf16, path));
+      }
+    }
   }
   v.push_back(
       kda_batch_case({9, 31, 0, 64, 100, 1, 17, 45, 3, 128, 0, 70, 12, 66, 5, 90}, 1, 2, 64, 40));

@@ -16,8 +16,10 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
+#include "backend/cuda/graph.cuh"
 #include "backend/cuda/launchers.h"
 #include "backend/cuda/runtime.cuh"
 #include "core/precision.h"
@@ -42,6 +44,15 @@ struct Seg {
 // registers capped at 128).
 constexpr int kThreads = 512;
 #include "backend/cuda/kda_chunked_body.cuh"
+#include "backend/cuda/kda_chunked_split.cuh"
+
+// The fused kernel (one launch, no workspace) where a workspace cannot be had: inside a
+// captured graph (only decode steps are captured today); K3_KDA_CHUNK_FUSED=1 picks it always
+// (read at each call: tests and A/B runs switch it).
+bool use_fused() {
+  const char* e = std::getenv("K3_KDA_CHUNK_FUSED");
+  return (e != nullptr && std::atoi(e) == 1) || cuda::graph_mode() != cuda::GraphMode::off;
+}
 
 }  // namespace
 
@@ -77,6 +88,10 @@ void kda_chunked_batch_cuda(const KdaInputs& all, const KdaBatchSeq* seqs, int64
   if (segs.empty()) return;
   // bf16 precision: single tf32 products (~1e-3 relative), three times fewer of them.
   const bool tf32 = active_precision() == Precision::bf16;
+  if (!use_fused()) {
+    launch_split(a, d, segs, s, tf32, dout);
+    return;
+  }
   launch_chunks(d, a.host_array(segs.data(), segs.size()), static_cast<int64_t>(segs.size()), s,
                 tf32, dout);
 }

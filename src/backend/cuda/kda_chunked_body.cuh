@@ -124,9 +124,31 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok
                "r"(ok ? 16 : 0));  // src-size 0: 16 zero bytes
 }
 
-// Loads the chunk's rows [t, t+n) raw (zeros past n and past K / V): q, k, g (into G), v
-// (into R). `vec`: K and V multiples of 4 and 16-byte aligned rows, all copies in flight at
-// once (cp.async); else one float per thread and step.
+// Loads value columns [j0, j0 + kVT) of the chunk's rows [t, t+n) into R (zeros past n and V).
+// `vec`: V a multiple of 4 and 16-byte aligned rows, the copies in flight at once (cp.async,
+// waited for here with any the caller issued before).
+__device__ void load_values(Smem& sm, const KdaInputs& in, Dims d, int64_t t, int n, int h, int j0,
+                            bool vec) {
+  const int tid = threadIdx.x;
+  if (vec) {
+    for (int e = tid; e < kC * kVT / 4; e += kThreads) {
+      const int r = e / (kVT / 4), j = e % (kVT / 4) * 4;
+      const bool ok = r < n && j0 + j < d.V;
+      cp_async16(sm.R + r * kLdS + j, in.v + (ok ? ((t + r) * d.H + h) * d.V + j0 + j : 0), ok);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_all;\n" ::);
+    return;
+  }
+  for (int e = tid; e < kC * kVT; e += kThreads) {
+    const int r = e / kVT, j = e % kVT;
+    const bool ok = r < n && j0 + j < d.V;
+    sm.R[r * kLdS + j] = ok ? in.v[((t + r) * d.H + h) * d.V + j0 + j] : 0.0f;
+  }
+}
+
+// Loads the chunk's rows [t, t+n) raw (zeros past n and past K / V): q, k, g (into G), β, v
+// (into R, columns [j0, j0 + kVT)). `vec`: K and V multiples of 4 and 16-byte aligned rows.
 __device__ void load_chunk(Smem& sm, const KdaInputs& in, Dims d, int64_t t, int n, int h, int j0,
                            bool vec) {
   const int tid = threadIdx.x;
@@ -141,28 +163,17 @@ __device__ void load_chunk(Smem& sm, const KdaInputs& in, Dims d, int64_t t, int
       cp_async16(sm.k + r * kLdQ + i, in.k + gi, ok);
       cp_async16(sm.G + r * kLdQ + i, in.g + gi, ok);
     }
-    for (int e = tid; e < kC * kVT / 4; e += kThreads) {
-      const int r = e / (kVT / 4), j = e % (kVT / 4) * 4;
-      const bool ok = r < n && j0 + j < d.V;
-      cp_async16(sm.R + r * kLdS + j, in.v + (ok ? ((t + r) * d.H + h) * d.V + j0 + j : 0), ok);
+  } else {
+    for (int e = tid; e < kC * kKP; e += kThreads) {
+      const int r = e / kKP, i = e % kKP;
+      const bool ok = r < n && i < d.K;
+      const int64_t gi = ((t + r) * d.H + h) * d.K + i;
+      sm.q[r * kLdQ + i] = ok ? in.q[gi] : 0.0f;
+      sm.k[r * kLdQ + i] = ok ? in.k[gi] : 0.0f;
+      sm.G[r * kLdQ + i] = ok ? in.g[gi] : 0.0f;
     }
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_all;\n" ::);
-    return;
   }
-  for (int e = tid; e < kC * kKP; e += kThreads) {
-    const int r = e / kKP, i = e % kKP;
-    const bool ok = r < n && i < d.K;
-    const int64_t gi = ((t + r) * d.H + h) * d.K + i;
-    sm.q[r * kLdQ + i] = ok ? in.q[gi] : 0.0f;
-    sm.k[r * kLdQ + i] = ok ? in.k[gi] : 0.0f;
-    sm.G[r * kLdQ + i] = ok ? in.g[gi] : 0.0f;
-  }
-  for (int e = tid; e < kC * kVT; e += kThreads) {
-    const int r = e / kVT, j = e % kVT;
-    const bool ok = r < n && j0 + j < d.V;
-    sm.R[r * kLdS + j] = ok ? in.v[((t + r) * d.H + h) * d.V + j0 + j] : 0.0f;
-  }
+  load_values(sm, in, d, t, n, h, j0, vec);
 }
 
 // Γ = cumsum g in double (as the CPU form), kept as float hi (G) + bf16 lo (Glo): differences
@@ -246,8 +257,7 @@ __device__ void a_tiles(Smem& sm) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {  // B fragment: row t (+4), column g
           const int s = kSub * p + 8 * nt + g, i = k0 + t + 4 * e;
-          to_tf32<kSplit>(sm.k[s * kLdQ + i] * __expf(gdiff(sm, a0, s, i)), bh[nt][e],
-                          bl[nt][e]);
+          to_tf32<kSplit>(sm.k[s * kLdQ + i] * __expf(gdiff(sm, a0, s, i)), bh[nt][e], bl[nt][e]);
         }
         mma_parts<kSplit>(akk[nt], kh, kl, bh[nt], bl[nt]);
         mma_parts<kSplit>(aqk[nt], qh, ql, bh[nt], bl[nt]);
@@ -454,9 +464,9 @@ void launch_chunks_as(const KdaInputs& d, const Seg* dsegs, int64_t n_segs, KdaS
   const int smem = static_cast<int>(sizeof(Smem));
   static bool configured = false;
   if (!configured) {
-    cuda::check_cuda(cudaFuncSetAttribute(kda_chunks<kSplit>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                     "kda_chunked smem attribute");
+    cuda::check_cuda(
+        cudaFuncSetAttribute(kda_chunks<kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "kda_chunked smem attribute");
     configured = true;
   }
   const int64_t vtiles = (s.V + kVT - 1) / kVT;

@@ -1,0 +1,281 @@
+// The chunked KDA prefill as two launches (kda_chunked.cu includes this after the body, whose
+// helpers it uses). The fused kernel walks each sequence's chunks in order doing everything a
+// chunk needs; most of that does not depend on the state, so here it runs for every chunk at
+// once and only the state products stay sequential:
+//   kda_intra (one block per chunk and head, all in parallel): Γ, A_kk, A_qk, Tinv as the fused
+//     kernel, then into a workspace slot
+//       Wn = −Tinv (β ⊙ e^Γ ⊙ K)   Qp = Q ⊙ e^Γ + A_qk Wn   Kg = K ⊙ e^{Γ_n−Γ}   e^{Γ_n}
+//       U = Tinv (β ⊙ V)           Oi = A_qk U
+//   kda_state (one block per sequence, head and 32 value columns, chunks in order):
+//       Ṽ = U + Wn S,  O = Oi + Qp S,  S ← Diag(e^{Γ_n}) S + Kgᵀ Ṽ
+// (O = Q e^Γ S + A_qk Ṽ of the fused form with Ṽ = U + Wn S expanded.) A batch too large for
+// the workspace runs in windows of chunks per sequence; the state carries over in place.
+
+// A slot (one chunk and head), in floats: Wn, Qp, Kg [kC][kKP]; e^{Γ_n} [kKP]; U, Oi [kC][Vp].
+constexpr int kSlotWn = 0, kSlotQp = kC * kKP, kSlotKg = 2 * kC * kKP, kSlotEgn = 3 * kC * kKP,
+              kSlotU = 3 * kC * kKP + kKP;
+__host__ __device__ constexpr int64_t slot_floats(int Vp) { return kSlotU + 2 * int64_t{kC} * Vp; }
+__host__ __device__ constexpr int64_t slot_oi(int Vp) { return kSlotU + int64_t{kC} * Vp; }
+
+struct Chunk {
+  int64_t t;  // first token row
+  int n;      // rows (≤ kC)
+  int slot;   // workspace slot
+};
+struct Run {   // one sequence's chunks of a window
+  int64_t t0;  // first token row
+  int64_t n;   // rows
+  int slot0;   // the first chunk's slot (the others follow)
+  float* S;    // [H, K, V]
+};
+
+constexpr int kLdW = kKP + 8;  // Wn in the (free) state buffer, read as a B operand
+static_assert(kC * kLdW <= kKP * kLdS, "Wn lives in the state buffer");
+
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreads, 1)
+    kda_intra(const KdaInputs in, const Chunk* chunks, Dims d, int Vp, bool vec, float* ws) {
+  extern __shared__ float4 smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  const Chunk c = chunks[blockIdx.x];
+  const int h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
+  float* slot = ws + (static_cast<int64_t>(c.slot) * d.H + h) * slot_floats(Vp);
+  load_chunk(sm, in, d, c.t, c.n, h, 0, vec);
+  __syncthreads();
+  gamma_cumsum(sm);
+  __syncthreads();
+  a_tiles<kSplit>(sm);
+  a_diag(sm);
+  __syncthreads();
+  inverse_diag(sm);
+  gate_rows(sm);
+  __syncthreads();
+  inverse_offdiag(sm);               // ends with a barrier
+  const int m0 = kSub * (warp % 4);  // the warp's sub-chunk (Tinv, A_qk: columns < m0 + 16)
+  float* Wn = sm.S;
+  {  // Wn = Tinv (−β k e^Γ): 16 rows × 32 channels a warp
+    const int n0 = 32 * (warp / 4);
+    float acc[1][4][4] = {};
+    warp_mma<kSplit>(
+        acc, [&](int r, int s) { return sm.Tinv[r * kLdA + s]; },
+        [&](int s, int i) { return sm.G[s * kLdQ + i]; }, m0, n0, 0, m0 + kSub);
+    for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int i) {
+      Wn[r * kLdW + i] = acc[0][nt][e];
+      slot[kSlotWn + r * kKP + i] = acc[0][nt][e];
+    });
+  }
+  for (int e = tid; e < kC * kKP; e += kThreads) slot[kSlotKg + e] = sm.k[e / kKP * kLdQ + e % kKP];
+  if (tid < kKP) slot[kSlotEgn + tid] = sm.egn[tid];
+  __syncthreads();
+  {  // Qp = q e^Γ + A_qk Wn
+    const int n0 = 32 * (warp / 4);
+    float acc[1][4][4];
+    for_acc<1, 4>(m0, n0,
+                  [&](int, int nt, int e, int r, int i) { acc[0][nt][e] = sm.q[r * kLdQ + i]; });
+    warp_mma<kSplit>(
+        acc, [&](int r, int s) { return sm.Aqk[r * kLdA + s]; },
+        [&](int s, int i) { return Wn[s * kLdW + i]; }, m0, n0, 0, m0 + kSub);
+    for_acc<1, 4>(m0, n0, [&](int, int nt, int e, int r, int i) {
+      slot[kSlotQp + r * kKP + i] = acc[0][nt][e];
+    });
+  }
+  float* U = slot + kSlotU;
+  float* Oi = slot + slot_oi(Vp);
+  for (int j0 = 0; j0 < Vp; j0 += kVT) {  // 64 value columns at a time, 16 a warp
+    if (j0 > 0) {
+      __syncthreads();  // R and Ṽ are free again
+      load_values(sm, in, d, c.t, c.n, h, j0, vec);
+      __syncthreads();
+    }
+    const int n0 = 16 * (warp / 4);
+    {  // U = Tinv (β v)
+      float acc[1][2][4] = {};
+      warp_mma<kSplit>(
+          acc, [&](int r, int s) { return sm.Tinv[r * kLdA + s]; },
+          [&](int s, int j) { return sm.beta[s] * sm.R[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
+      for_acc<1, 2>(m0, n0, [&](int, int nt, int e, int r, int j) {
+        sm.Vn[r * kLdS + j] = acc[0][nt][e];
+        U[r * Vp + j0 + j] = acc[0][nt][e];
+      });
+    }
+    __syncthreads();
+    {  // Oi = A_qk U
+      float acc[1][2][4] = {};
+      warp_mma<kSplit>(
+          acc, [&](int r, int s) { return sm.Aqk[r * kLdA + s]; },
+          [&](int s, int j) { return sm.Vn[s * kLdS + j]; }, m0, n0, 0, m0 + kSub);
+      for_acc<1, 2>(m0, n0,
+                    [&](int, int nt, int e, int r, int j) { Oi[r * Vp + j0 + j] = acc[0][nt][e]; });
+    }
+  }
+}
+
+// The state pass: 8 warps, 32 value columns a block. Row strides ≡ 4 (mod 32) for A-fragment
+// reads (Wn/Qp), ≡ 8 for B-fragment reads (S, Ṽ) and for Kg (read transposed).
+constexpr int kThreadsS = 256, kVS = 32;
+constexpr int kLdS2 = kVS + 8, kLdA2 = kKP + 4, kLdK2 = kKP + 8;
+struct StateSmem {
+  float S[kKP * kLdS2];     // the state tile [K, 32]
+  float A[2 * kC * kLdA2];  // Wn (rows 0–63) over Qp (64–127)
+  float Kg[kC * kLdK2];
+  float Vn[kC * kLdS2];  // Ṽ
+  float egn[kKP];
+};
+
+// rows × kKP floats of a slot into shared rows of stride ld, in flight (cp.async).
+__device__ __forceinline__ void copy_rows(float* dst, int ld, const float* src, int rows) {
+  for (int e = threadIdx.x; e < rows * kKP / 4; e += kThreadsS) {
+    const int r = e / (kKP / 4), i = e % (kKP / 4) * 4;
+    cp_async16(dst + r * ld + i, src + r * kKP + i, true);
+  }
+}
+
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreadsS, 1)
+    kda_state(const Run* runs, Dims d, int Vp, const float* ws, float* o) {
+  extern __shared__ float4 smem_raw[];
+  StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
+  const int vt = Vp / kVS;
+  const Run run = runs[blockIdx.x / vt];
+  const int h = blockIdx.y, j0 = static_cast<int>(blockIdx.x % vt) * kVS;
+  const int tid = threadIdx.x, warp = tid / 32, m0 = 16 * warp;
+  float* Sg = run.S + static_cast<int64_t>(h) * d.K * d.V;
+  for (int e = tid; e < kKP * kVS; e += kThreadsS) {
+    const int i = e / kVS, j = e % kVS;
+    sm.S[i * kLdS2 + j] =
+        i < d.K && j0 + j < d.V ? Sg[static_cast<int64_t>(i) * d.V + j0 + j] : 0.0f;
+  }
+  auto slot = [&](int c) {
+    return ws + (static_cast<int64_t>(run.slot0 + c) * d.H + h) * slot_floats(Vp);
+  };
+  auto copy_kg = [&](const float* w) {
+    copy_rows(sm.Kg, kLdK2, w + kSlotKg, kC);
+    if (tid < kKP / 4) cp_async16(sm.egn + 4 * tid, w + kSlotEgn + 4 * tid, true);
+  };
+  const int chunks = static_cast<int>((run.n + kC - 1) / kC);
+  copy_rows(sm.A, kLdA2, slot(0) + kSlotWn, 2 * kC);  // Wn and Qp are adjacent
+  copy_kg(slot(0));
+  commit_copies();
+  for (int c = 0; c < chunks; ++c) {
+    const float* w = slot(c);
+    const int n = static_cast<int>(std::min<int64_t>(kC, run.n - int64_t{c} * kC));
+    const int64_t t = run.t0 + int64_t{c} * kC;
+    asm volatile("cp.async.wait_all;\n" ::);
+    __syncthreads();
+    {  // Ṽ = U + Wn S (warps 0–3), O = Oi + Qp S (warps 4–7): 16 rows × 32 columns a warp
+      const bool out = warp >= 4;
+      const int r0 = out ? m0 - kC : m0;
+      const float* init = w + (out ? slot_oi(Vp) : kSlotU);
+      float acc[1][4][4];
+      for_acc<1, 4>(
+          r0, 0, [&](int, int nt, int e, int r, int j) { acc[0][nt][e] = init[r * Vp + j0 + j]; });
+      warp_mma<kSplit>(
+          acc, [&](int r, int i) { return sm.A[r * kLdA2 + i]; },
+          [&](int i, int j) { return sm.S[i * kLdS2 + j]; }, m0, 0, 0, kKP);
+      for_acc<1, 4>(r0, 0, [&](int, int nt, int e, int r, int j) {
+        if (!out) {
+          sm.Vn[r * kLdS2 + j] = acc[0][nt][e];
+        } else if (r < n && j0 + j < d.V) {
+          o[((t + r) * d.H + h) * d.V + j0 + j] = acc[0][nt][e];
+        }
+      });
+    }
+    __syncthreads();
+    if (c + 1 < chunks) {  // the next chunk's Wn, Qp behind the state update
+      copy_rows(sm.A, kLdA2, slot(c + 1) + kSlotWn, 2 * kC);
+      commit_copies();
+    }
+    {  // S ← Diag(e^{Γ_n}) S + Kgᵀ Ṽ: 16 channels × 32 columns a warp
+      float acc[1][4][4];
+      for_acc<1, 4>(m0, 0, [&](int, int nt, int e, int i, int j) {
+        acc[0][nt][e] = sm.egn[i] * sm.S[i * kLdS2 + j];
+      });
+      warp_mma<kSplit>(
+          acc, [&](int i, int r) { return sm.Kg[r * kLdK2 + i]; },
+          [&](int r, int j) { return sm.Vn[r * kLdS2 + j]; }, m0, 0, 0, kC);
+      for_acc<1, 4>(m0, 0,
+                    [&](int, int nt, int e, int i, int j) { sm.S[i * kLdS2 + j] = acc[0][nt][e]; });
+    }
+    __syncthreads();
+    if (c + 1 < chunks) {
+      copy_kg(slot(c + 1));
+      commit_copies();
+    }
+  }
+  for (int e = tid; e < kKP * kVS; e += kThreadsS) {
+    const int i = e / kVS, j = e % kVS;
+    if (i < d.K && j0 + j < d.V) Sg[static_cast<int64_t>(i) * d.V + j0 + j] = sm.S[i * kLdS2 + j];
+  }
+}
+
+// Workspace bound of the split form: K3_KDA_WORKSPACE_MB (default 2048: the whole of an 8K
+// prompt of 96 heads in one window; read at each call).
+int64_t workspace_budget_bytes() {
+  const char* e = std::getenv("K3_KDA_WORKSPACE_MB");
+  const int64_t mb = e != nullptr && std::atoll(e) > 0 ? std::atoll(e) : 2048;
+  return mb << 20;
+}
+
+template <bool kSplit>
+void launch_split_as(Args& a, const KdaInputs& d, const std::vector<Seg>& segs, KdaShape s,
+                     float* o) {
+  static bool configured = false;
+  if (!configured) {
+    cuda::check_cuda(
+        cudaFuncSetAttribute(kda_intra<kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(sizeof(Smem))),
+        "kda_intra smem attribute");
+    cuda::check_cuda(
+        cudaFuncSetAttribute(kda_state<kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(sizeof(StateSmem))),
+        "kda_state smem attribute");
+    configured = true;
+  }
+  const int Vp = static_cast<int>((s.V + kVT - 1) / kVT * kVT);
+  const int64_t slot_bytes = s.H * slot_floats(Vp) * static_cast<int64_t>(sizeof(float));
+  int64_t total = 0;
+  for (const Seg& g : segs) total += (g.n + kC - 1) / kC;
+  const int64_t slots =
+      std::max<int64_t>(1, std::min<int64_t>(total, workspace_budget_bytes() / slot_bytes));
+  const int64_t per_seg = std::max<int64_t>(1, slots / static_cast<int64_t>(segs.size()));
+  check(slots < (int64_t{1} << 31), "kda_chunked (cuda): workspace too large");
+  cuda::Scratch ws(static_cast<size_t>(slots * slot_bytes));
+  float* wsp = static_cast<float*>(ws.get());
+  const Dims dims{static_cast<int>(s.H), static_cast<int>(s.K), static_cast<int>(s.V)};
+  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = s.K % 4 == 0 && s.V % 4 == 0 && al(d.q) && al(d.k) && al(d.g) && al(d.v);
+  for (int64_t w = 0;; ++w) {  // window w: chunks [w, w + 1) · per_seg of every sequence
+    std::vector<Chunk> chunks;
+    std::vector<Run> runs;
+    for (const Seg& g : segs) {
+      const int64_t nch = (g.n + kC - 1) / kC, c0 = w * per_seg, c1 = std::min(nch, c0 + per_seg);
+      if (c0 >= nch) continue;
+      const int slot0 = static_cast<int>(chunks.size());
+      runs.push_back({g.t0 + c0 * kC, std::min(g.n, c1 * kC) - c0 * kC, slot0, g.S});
+      for (int64_t c = c0; c < c1; ++c) {
+        chunks.push_back({g.t0 + c * kC, static_cast<int>(std::min<int64_t>(kC, g.n - c * kC)),
+                          static_cast<int>(chunks.size())});
+      }
+    }
+    if (runs.empty()) break;
+    const dim3 g1(static_cast<unsigned>(chunks.size()), static_cast<unsigned>(s.H));
+    cuda::launch(kda_intra<kSplit>, g1, kThreads, static_cast<int>(sizeof(Smem)), d,
+                 a.host_array(chunks.data(), chunks.size()), dims, Vp, vec, wsp);
+    check_launch("kda_intra");
+    const dim3 g2(static_cast<unsigned>(runs.size() * (Vp / kVS)), static_cast<unsigned>(s.H));
+    cuda::launch(kda_state<kSplit>, g2, kThreadsS, static_cast<int>(sizeof(StateSmem)),
+                 a.host_array(runs.data(), runs.size()), dims, Vp, wsp, o);
+    check_launch("kda_state");
+  }
+}
+
+void launch_split(Args& a, const KdaInputs& d, const std::vector<Seg>& segs, KdaShape s, bool tf32,
+                  float* o) {
+  if (tf32) {
+    launch_split_as<false>(a, d, segs, s, o);
+  } else {
+    launch_split_as<true>(a, d, segs, s, o);
+  }
+}
