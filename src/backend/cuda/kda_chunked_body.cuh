@@ -372,6 +372,22 @@ __device__ void gate_rows(Smem& sm) {
   }
 }
 
+// Everything of a loaded chunk that needs no state: Γ, A_kk and A_qk, Tinv; then q ← q e^Γ,
+// G ← −β k e^Γ, k ← k e^{Γ_n−Γ}. Starts and ends with a barrier.
+template <bool kSplit>
+__device__ void chunk_algebra(Smem& sm) {
+  __syncthreads();
+  gamma_cumsum(sm);
+  __syncthreads();
+  a_tiles<kSplit>(sm);
+  a_diag(sm);
+  __syncthreads();
+  inverse_diag(sm);
+  gate_rows(sm);
+  __syncthreads();
+  inverse_offdiag(sm);  // ends with a barrier
+}
+
 template <bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1)
     kda_chunks(const KdaInputs in, const Seg* segs, Dims d, bool vec, float* o) {
@@ -394,17 +410,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t t = seg.t0 + c0;
     __syncthreads();  // the previous chunk is done with every buffer
     load_chunk(sm, in, d, t, n, h, j0, vec);
-    __syncthreads();
-    gamma_cumsum(sm);
-    __syncthreads();
-    a_tiles<kSplit>(sm);
-    a_diag(sm);
-    __syncthreads();
-    inverse_diag(sm);
-    gate_rows(sm);
-    __syncthreads();
-    inverse_offdiag(sm);  // ends with a barrier
-    {                     // R = β V + (−β k e^Γ) S, in place (v raw in R until here)
+    chunk_algebra<kSplit>(sm);
+    {  // R = β V + (−β k e^Γ) S, in place (v raw in R until here)
       float acc[1][kNT][4];
       for_acc<1, kNT>(m0, n0, [&](int, int nt, int e, int r, int j) {
         acc[0][nt][e] = sm.beta[r] * sm.R[r * kLdS + j];

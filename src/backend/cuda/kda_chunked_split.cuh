@@ -41,16 +41,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
   float* slot = ws + (static_cast<int64_t>(c.slot) * d.H + h) * slot_floats(Vp);
   load_chunk(sm, in, d, c.t, c.n, h, 0, vec);
-  __syncthreads();
-  gamma_cumsum(sm);
-  __syncthreads();
-  a_tiles<kSplit>(sm);
-  a_diag(sm);
-  __syncthreads();
-  inverse_diag(sm);
-  gate_rows(sm);
-  __syncthreads();
-  inverse_offdiag(sm);               // ends with a barrier
+  chunk_algebra<kSplit>(sm);
   const int m0 = kSub * (warp % 4);  // the warp's sub-chunk (Tinv, A_qk: columns < m0 + 16)
   float* Wn = sm.S;
   {  // Wn = Tinv (−β k e^Γ): 16 rows × 32 channels a warp
