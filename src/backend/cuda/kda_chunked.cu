@@ -1,7 +1,9 @@
 // KDA chunked prefill on the device: the chunkwise WY/UT algebra of ops/kda/kda_chunked_f32.cpp
-// (see there for the equations) for a varlen batch of sequences in one launch. One block per
-// (sequence, head, 64 value columns) walks its sequence's chunks of kC = 64 tokens in order,
-// its state tile S [K, 64] in shared memory (fp32). Per chunk of n tokens, Γ = cumsum g:
+// (see there for the equations) for a varlen batch of sequences. By default in two launches
+// (kda_chunked_split.cuh: the state-free algebra of every chunk at once, then the state pass);
+// the fused kernel below does both in one: one block per (sequence, head, 64 value columns)
+// walks its sequence's chunks of kC = 64 tokens in order, its state tile S [K, 64] in shared
+// memory (fp32). Per chunk of n tokens, Γ = cumsum g:
 //   A_kk[r,s] = Σ_i k_r k_s e^{Γ_r−Γ_s} (s < r),  A_qk[r,s] = Σ_i q_r k_s e^{Γ_r−Γ_s} (s ≤ r)
 //   Tinv = (I + Diag(β) A_kk)⁻¹, by 16×16 blocks (diagonal blocks by substitution)
 //   R = β ⊙ V − (β ⊙ e^Γ ⊙ K) S;  Ṽ = Tinv R
