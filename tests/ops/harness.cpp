@@ -111,6 +111,10 @@ TEST_P(OpTest, MatchesReference) {
   ASSERT_EQ(out.got.size(), out.want.size()) << c.op << " " << c.shape;
   ASSERT_FALSE(out.want.empty()) << c.op << " " << c.shape;
   const double err = rel_max_error(out.got, out.want, out.scale);
+  if (const char* v = std::getenv("K3_OPS_VERBOSE"); v != nullptr && *v == '1') {
+    std::printf("  error %.3e of %.1e: %s (%s) [%s]\n", err, c.tol, c.op.c_str(), impl_name(impl),
+                c.shape.c_str());  // how far below its bound a case is
+  }
   EXPECT_LE(err, c.tol) << c.op << " (" << impl_name(impl) << ", " << isa_name(isa) << ") ["
                         << c.shape << "]";
 }
