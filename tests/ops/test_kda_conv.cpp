@@ -99,8 +99,9 @@ OpCase kda_chunked_vs_f64_case(KdaShape s, KdaVariant var) {
 // initial state; the output rows and every final state are compared. bf16: the impl runs in
 // bf16 precision (on the device: single tf32 products, held to 4e-3; the cpu op ignores it).
 // path (the device's): the split launches, the one-launch kernel (K3_KDA_CHUNK_FUSED=1), or the
-// split ones in windows of a few chunks (a 1 MB workspace: K3_KDA_WORKSPACE_MB=1).
-enum class KdaPath { split, fused, windows };
+// split ones in windows of a few chunks (a 1 MB workspace: K3_KDA_WORKSPACE_MB=1), or with
+// 16-warp state-pass blocks (K3_KDA_STATE_WARPS=16).
+enum class KdaPath { split, fused, windows, warps16 };
 OpCase kda_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t H, int64_t K, int64_t V,
                       Gates gates = Gates::mild, bool bf16 = false, KdaPath path = KdaPath::split) {
   std::string shape = "lens=";
@@ -110,6 +111,7 @@ OpCase kda_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t H, int64_t
            (bf16 ? " bf16" : "") +
            (path == KdaPath::fused     ? " fused"
             : path == KdaPath::windows ? " windows"
+            : path == KdaPath::warps16 ? " warps16"
                                        : "");
   return {"kda_chunked_batch", shape, bf16 ? 4e-3 : 2e-5, [=](std::mt19937_64& rng, Impl impl) {
             int64_t T = 0;
@@ -134,9 +136,11 @@ OpCase kda_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t H, int64_t
             if (bf16) set_precision(Precision::bf16);
             if (path == KdaPath::fused) setenv("K3_KDA_CHUNK_FUSED", "1", 1);
             if (path == KdaPath::windows) setenv("K3_KDA_WORKSPACE_MB", "1", 1);
+            if (path == KdaPath::warps16) setenv("K3_KDA_STATE_WARPS", "16", 1);
             kKdaChunkedBatchOp.get(impl)(d.in(), seqs.data(), m, {0, H, K, V}, o.data());
             unsetenv("K3_KDA_CHUNK_FUSED");
             unsetenv("K3_KDA_WORKSPACE_MB");
+            unsetenv("K3_KDA_STATE_WARPS");
             set_precision(saved);
             o.insert(o.end(), S.begin(), S.end());
             o_ref.insert(o_ref.end(), S_ref.begin(), S_ref.end());
@@ -260,7 +264,7 @@ std::vector<OpCase> cases() {
     v.push_back(kda_batch_case({640, 5, 130}, 1, 2, 128, 128, gates, true));
     v.push_back(kda_batch_case({130, 65, 1, 0, 63}, 1, 3, 17, 70, gates, true));
     for (bool bf16 : {false, true}) {
-      for (KdaPath path : {KdaPath::fused, KdaPath::windows}) {
+      for (KdaPath path : {KdaPath::fused, KdaPath::windows, KdaPath::warps16}) {
         v.push_back(kda_batch_case({640, 5, 130}, 1, 2, 128, 128, gates, bf16, path));
         v.push_back(kda_batch_case({130, 65, 1, 0, 63}, 1, 3, 17, 70, gates, bf16, path));
       }

@@ -101,9 +101,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// The state pass: 8 warps, 32 value columns a block. Row strides ≡ 4 (mod 32) for A-fragment
-// reads (Wn/Qp), ≡ 8 for B-fragment reads (S, Ṽ) and for Kg (read transposed).
-constexpr int kThreadsS = 256, kVS = 32;
+// The state pass: 32 value columns a block, kWS = 8 or 16 warps (K3_KDA_STATE_WARPS). Row strides
+// ≡ 4 (mod 32) for A-fragment reads (Wn/Qp), ≡ 8 for B-fragment reads (S, Ṽ) and for Kg (read
+// transposed).
+constexpr int kVS = 32;
 constexpr int kLdS2 = kVS + 8, kLdA2 = kKP + 4, kLdK2 = kKP + 8;
 struct StateSmem {
   float S[kKP * kLdS2];     // the state tile [K, 32]
@@ -115,7 +116,7 @@ struct StateSmem {
 
 // rows × kKP floats of a slot into shared rows of stride ld, in flight (cp.async).
 __device__ __forceinline__ void copy_rows(float* dst, int ld, const float* src, int rows) {
-  for (int e = threadIdx.x; e < rows * kKP / 4; e += kThreadsS) {
+  for (int e = threadIdx.x; e < rows * kKP / 4; e += blockDim.x) {
     const int r = e / (kKP / 4), i = e % (kKP / 4) * 4;
     cp_async16(dst + r * ld + i, src + r * kKP + i, true);
   }
@@ -123,15 +124,17 @@ __device__ __forceinline__ void copy_rows(float* dst, int ld, const float* src, 
 
 __device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 
-template <bool kSplit>
-__global__ void __launch_bounds__(kThreadsS, 1)
+template <bool kSplit, int kWS>
+__global__ void __launch_bounds__(32 * kWS, 1)
     kda_state(const Run* runs, Dims d, int Vp, const float* ws, float* o) {
   extern __shared__ float4 smem_raw[];
   StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
   const int vt = Vp / kVS;
   const Run run = runs[blockIdx.x / vt];
   const int h = blockIdx.y, j0 = static_cast<int>(blockIdx.x % vt) * kVS;
-  const int tid = threadIdx.x, warp = tid / 32, m0 = 16 * warp;
+  // Warp tiles: rows 16·(warp % 8), kNS n8 tiles from column n0.
+  constexpr int kThreadsS = 32 * kWS, kNS = 4 / (kWS / 8);
+  const int tid = threadIdx.x, warp = tid / 32, m0 = 16 * (warp % 8), n0 = 8 * kNS * (warp / 8);
   float* Sg = run.S + static_cast<int64_t>(h) * d.K * d.V;
   for (int e = tid; e < kKP * kVS; e += kThreadsS) {
     const int i = e / kVS, j = e % kVS;
@@ -155,17 +158,17 @@ __global__ void __launch_bounds__(kThreadsS, 1)
     const int64_t t = run.t0 + int64_t{c} * kC;
     asm volatile("cp.async.wait_all;\n" ::);
     __syncthreads();
-    {  // Ṽ = U + Wn S (warps 0–3), O = Oi + Qp S (warps 4–7): 16 rows × 32 columns a warp
-      const bool out = warp >= 4;
+    {  // Ṽ = U + Wn S (rows 0–63), O = Oi + Qp S (rows 64–127)
+      const bool out = m0 >= kC;
       const int r0 = out ? m0 - kC : m0;
       const float* init = w + (out ? slot_oi(Vp) : kSlotU);
-      float acc[1][4][4];
-      for_acc<1, 4>(
-          r0, 0, [&](int, int nt, int e, int r, int j) { acc[0][nt][e] = init[r * Vp + j0 + j]; });
+      float acc[1][kNS][4];
+      for_acc<1, kNS>(
+          r0, n0, [&](int, int nt, int e, int r, int j) { acc[0][nt][e] = init[r * Vp + j0 + j]; });
       warp_mma<kSplit>(
           acc, [&](int r, int i) { return sm.A[r * kLdA2 + i]; },
-          [&](int i, int j) { return sm.S[i * kLdS2 + j]; }, m0, 0, 0, kKP);
-      for_acc<1, 4>(r0, 0, [&](int, int nt, int e, int r, int j) {
+          [&](int i, int j) { return sm.S[i * kLdS2 + j]; }, m0, n0, 0, kKP);
+      for_acc<1, kNS>(r0, n0, [&](int, int nt, int e, int r, int j) {
         if (!out) {
           sm.Vn[r * kLdS2 + j] = acc[0][nt][e];
         } else if (r < n && j0 + j < d.V) {
@@ -178,16 +181,16 @@ __global__ void __launch_bounds__(kThreadsS, 1)
       copy_rows(sm.A, kLdA2, slot(c + 1) + kSlotWn, 2 * kC);
       commit_copies();
     }
-    {  // S ← Diag(e^{Γ_n}) S + Kgᵀ Ṽ: 16 channels × 32 columns a warp
-      float acc[1][4][4];
-      for_acc<1, 4>(m0, 0, [&](int, int nt, int e, int i, int j) {
+    {  // S ← Diag(e^{Γ_n}) S + Kgᵀ Ṽ
+      float acc[1][kNS][4];
+      for_acc<1, kNS>(m0, n0, [&](int, int nt, int e, int i, int j) {
         acc[0][nt][e] = sm.egn[i] * sm.S[i * kLdS2 + j];
       });
       warp_mma<kSplit>(
           acc, [&](int i, int r) { return sm.Kg[r * kLdK2 + i]; },
-          [&](int r, int j) { return sm.Vn[r * kLdS2 + j]; }, m0, 0, 0, kC);
-      for_acc<1, 4>(m0, 0,
-                    [&](int, int nt, int e, int i, int j) { sm.S[i * kLdS2 + j] = acc[0][nt][e]; });
+          [&](int r, int j) { return sm.Vn[r * kLdS2 + j]; }, m0, n0, 0, kC);
+      for_acc<1, kNS>(
+          m0, n0, [&](int, int nt, int e, int i, int j) { sm.S[i * kLdS2 + j] = acc[0][nt][e]; });
     }
     __syncthreads();
     if (c + 1 < chunks) {
@@ -209,6 +212,12 @@ int64_t workspace_budget_bytes() {
   return mb << 20;
 }
 
+// Warps a state-pass block: K3_KDA_STATE_WARPS=8|16 (default 8; read at each call: A/B runs).
+int state_warps() {
+  const char* e = std::getenv("K3_KDA_STATE_WARPS");
+  return e != nullptr && std::atoi(e) == 16 ? 16 : 8;
+}
+
 template <bool kSplit>
 void launch_split_as(Args& a, const KdaInputs& d, const std::vector<Seg>& segs, KdaShape s,
                      float* o) {
@@ -218,10 +227,13 @@ void launch_split_as(Args& a, const KdaInputs& d, const std::vector<Seg>& segs, 
         cudaFuncSetAttribute(kda_intra<kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(sizeof(Smem))),
         "kda_intra smem attribute");
-    cuda::check_cuda(
-        cudaFuncSetAttribute(kda_state<kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(sizeof(StateSmem))),
-        "kda_state smem attribute");
+    const int smem = static_cast<int>(sizeof(StateSmem));
+    cuda::check_cuda(cudaFuncSetAttribute(kda_state<kSplit, 8>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                     "kda_state smem attribute");
+    cuda::check_cuda(cudaFuncSetAttribute(kda_state<kSplit, 16>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                     "kda_state smem attribute");
     configured = true;
   }
   const int Vp = static_cast<int>((s.V + kVT - 1) / kVT * kVT);
@@ -256,8 +268,14 @@ void launch_split_as(Args& a, const KdaInputs& d, const std::vector<Seg>& segs, 
                  a.host_array(chunks.data(), chunks.size()), dims, Vp, vec, wsp);
     check_launch("kda_intra");
     const dim3 g2(static_cast<unsigned>(runs.size() * (Vp / kVS)), static_cast<unsigned>(s.H));
-    cuda::launch(kda_state<kSplit>, g2, kThreadsS, static_cast<int>(sizeof(StateSmem)),
-                 a.host_array(runs.data(), runs.size()), dims, Vp, wsp, o);
+    const Run* druns = a.host_array(runs.data(), runs.size());
+    if (state_warps() == 8) {
+      cuda::launch(kda_state<kSplit, 8>, g2, 256, static_cast<int>(sizeof(StateSmem)), druns, dims,
+                   Vp, wsp, o);
+    } else {
+      cuda::launch(kda_state<kSplit, 16>, g2, 512, static_cast<int>(sizeof(StateSmem)), druns, dims,
+                   Vp, wsp, o);
+    }
     check_launch("kda_state");
   }
 }
