@@ -240,9 +240,12 @@ void launch_split_as(Args& a, const KdaInputs& d, const std::vector<Seg>& segs, 
   const int64_t slot_bytes = s.H * slot_floats(Vp) * static_cast<int64_t>(sizeof(float));
   int64_t total = 0;
   for (const Seg& g : segs) total += (g.n + kC - 1) / kC;
-  const int64_t slots =
-      std::max<int64_t>(1, std::min<int64_t>(total, workspace_budget_bytes() / slot_bytes));
-  const int64_t per_seg = std::max<int64_t>(1, slots / static_cast<int64_t>(segs.size()));
+  // A window holds up to per_seg chunks of every sequence: at least one each, so more sequences
+  // than the bound allows slots get one slot each (the bound is exceeded then, never overrun).
+  const int64_t n_segs = static_cast<int64_t>(segs.size());
+  const int64_t budget = std::max<int64_t>(1, workspace_budget_bytes() / slot_bytes);
+  const int64_t per_seg = std::max<int64_t>(1, std::min(total, budget) / n_segs);
+  const int64_t slots = std::min(total, per_seg * n_segs);
   check(slots < (int64_t{1} << 31), "kda_chunked (cuda): workspace too large");
   cuda::Scratch ws(static_cast<size_t>(slots * slot_bytes));
   float* wsp = static_cast<float*>(ws.get());
