@@ -9,17 +9,30 @@
       and punctuation ignored, however the lines wrap) with the held-out text, so no held-out
       sentence reaches training.
 
-KIND is one of rst, pod, info, html, plain. Files may be gzip-compressed (.gz)."""
+  A part given as PART.txt@N is written N times (its paragraphs repeated in place): a mixture
+  weight, so text unlike the bulk of the corpus is not drowned by it.
+
+KIND is one of rst, pod, info, html, plain, rdata (the strings of an R lazy-load database,
+R/site-library/*/data/Rdata.rdb: one line each) and wordnet (WordNet data.* files: each synset's
+words and gloss). Files may be gzip-compressed (.gz, or dictzip .dz)."""
+import bz2
 import gzip
 import html.parser
+import lzma
 import re
+import struct
 import sys
+import zlib
+
+
+def read_bytes(path):
+    opener = gzip.open if path.endswith((".gz", ".dz")) else open
+    with opener(path, "rb") as f:
+        return f.read()
 
 
 def read(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return f.read().decode("utf-8", errors="replace")
+    return read_bytes(path).decode("utf-8", errors="replace")
 
 
 ROLE = re.compile(r":[a-z:+-]+:`([^`<]*?)(?:\s*<[^>]*>)?`")
@@ -93,8 +106,74 @@ def clean_html(t):
     return "".join(p.parts)
 
 
+def rdb_records(blob):
+    """The serialized objects of an R lazy-load database: each one is a 4-byte big-endian length,
+    then a zlib stream, or a type byte ('Z' bzip2, 'X' xz, '0' none) and that stream."""
+    i = 0
+    while i + 5 <= len(blob):
+        kind = blob[i + 4:i + 5]
+        if kind in (b"Z", b"X"):
+            d = bz2.BZ2Decompressor() if kind == b"Z" else lzma.LZMADecompressor()
+            yield d.decompress(blob[i + 5:])
+        elif kind == b"0":
+            n = struct.unpack(">I", blob[i:i + 4])[0]
+            d = None
+            yield blob[i + 5:i + 5 + n]
+            i += 5 + n
+            continue
+        else:
+            d = zlib.decompressobj()
+            yield d.decompress(blob[i + 4:])
+        i = len(blob) - len(d.unused_data)
+
+
+def xdr_strings(obj):
+    """Every CHARSXP (type 9: flags, length, bytes) of one XDR-serialized R object, in order."""
+    if not obj.startswith(b"X\n"):
+        return
+    i = 14  # "X\n", then the format version and two R versions
+    if struct.unpack(">i", obj[2:6])[0] >= 3:  # then the native encoding's name
+        i += 4 + struct.unpack(">i", obj[14:18])[0]
+    while i + 8 <= len(obj):
+        flags, n = struct.unpack(">iI", obj[i:i + 8])
+        if flags & 0xFF == 9 and n != 0xFFFFFFFF and i + 8 + n <= len(obj):
+            yield obj[i + 8:i + 8 + n].decode("utf-8", errors="replace")
+            i += 8 + n
+        else:
+            i += 4
+
+
+def rdata_text(path):
+    """An R package's text data (novels stored one line per string): the lines in order."""
+    lines = []
+    for obj in rdb_records(read_bytes(path)):
+        lines.extend(xdr_strings(obj))
+        lines.append("")
+    return "\n".join(lines)
+
+
+WN_GLOSS = re.compile(r"\|\s*(.*?)\s*$")
+
+
+def wordnet_text(path):
+    """WordNet synsets as 'word, word: gloss; "example"' lines, eight to a paragraph."""
+    out = []
+    for line in read(path).splitlines():
+        if line.startswith("  ") or "|" not in line:  # the licence header
+            continue
+        fields = line.split(" ")
+        count = int(fields[3], 16)
+        words = [fields[4 + 2 * j].replace("_", " ") for j in range(count)]
+        words = [re.sub(r"\([a-z]+\)$", "", w) for w in words]
+        out.append(", ".join(words) + ": " + WN_GLOSS.search(line).group(1))
+        if len(out) % 9 == 8:
+            out.append("")
+    return "\n".join(out)
+
+
 CLEAN = {"rst": clean_rst, "pod": clean_pod, "info": clean_info, "html": clean_html,
          "plain": lambda t: t}
+READ = {"rdata": rdata_text, "wordnet": wordnet_text}
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -107,7 +186,8 @@ def normalise(t):
 def extract(kind, out, files):
     with open(out, "w", encoding="utf-8") as f:
         for path in files:
-            f.write(normalise(CLEAN[kind](read(path))) + "\n")
+            text = READ[kind](path) if kind in READ else CLEAN[kind](read(path))
+            f.write(normalise(text) + "\n")
 
 
 def fortunes(out, files):
@@ -141,7 +221,8 @@ def merge(train, heldout, parts):
     held = shingles(read(heldout))
     seen, kept, dropped_dup, dropped_held, dropped_other = set(), 0, 0, 0, 0
     with open(train, "w", encoding="utf-8") as f:
-        for part in parts:
+        for spec in parts:
+            part, _, weight = spec.partition("@")
             for p in read(part).split("\n\n"):
                 key = " ".join(p.split())
                 if not prose_like(key):
@@ -154,14 +235,14 @@ def merge(train, heldout, parts):
                 if not held.isdisjoint(shingles(key)):
                     dropped_held += 1
                     continue
-                f.write(p.strip("\n") + "\n\n")
+                f.write((p.strip("\n") + "\n\n") * int(weight or 1))
                 kept += 1
     print(f"paragraphs: {kept} kept, {dropped_dup} duplicates, {dropped_held} sharing {SHINGLE} "
           f"words with the held-out text, {dropped_other} not prose", file=sys.stderr)
 
 
 def main(argv):
-    if len(argv) >= 4 and argv[1] == "extract" and argv[2] in CLEAN:
+    if len(argv) >= 4 and argv[1] == "extract" and (argv[2] in CLEAN or argv[2] in READ):
         extract(argv[2], argv[3], argv[4:])
     elif len(argv) >= 3 and argv[1] == "fortunes":
         fortunes(argv[2], argv[3:])

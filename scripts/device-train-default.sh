@@ -6,7 +6,9 @@
 #   scripts/device-train-default.sh wait          report progress until this call's budget
 #   scripts/device-train-default.sh finish        wait for the end, evaluate, pack the results
 # CARRY (an ignored folder carried with the call) holds deps/ (scripts/gpu-carry.sh) and
-# corpus/{train,heldout}.txt.gz. Results go to $OUT: progress.txt, results.tgz (logs, curves,
+# corpus/{train,heldout}.txt.{xz,gz}, and optionally tokenizer/ (a tokenizer trained elsewhere, used
+# instead of training one there). RUNS, THREADS (per run, default 4), BATCH and TRAIN_SECONDS
+# pass through to scripts/train-default.sh. Results go to $OUT: progress.txt, results.tgz (logs, curves,
 # training states, the held-out evaluation) and model.tgz.NN (the default model converted to
 # BF16 + MXFP4 experts, in pieces under the tool's 16 MiB file limit).
 set -uo pipefail
@@ -42,8 +44,19 @@ case $phase in
       { tail -30 "$OUT/build.log"; exit 1; }
     echo "built in $(elapsed) s"
     mkdir -p "$W/corpus"
-    for f in train heldout; do zcat "$D/corpus/$f.txt.gz" >"$W/corpus/$f.txt"; done
-    setsid nohup env K3="$K3" DATA="$W/corpus" TRAIN_SECONDS="${TRAIN_SECONDS:-1100}" THREADS=4 \
+    for f in train heldout; do  # .xz or .gz
+      if [ -f "$D/corpus/$f.txt.xz" ]; then
+        python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' \
+          "$D/corpus/$f.txt.xz" >"$W/corpus/$f.txt"
+      else
+        zcat "$D/corpus/$f.txt.gz" >"$W/corpus/$f.txt"
+      fi
+    done
+    if [ -s "$D/tokenizer/tiktoken.model" ]; then
+      mkdir -p "$W/runs" && cp -r "$D/tokenizer" "$W/runs/tokenizer"
+    fi
+    setsid nohup env K3="$K3" DATA="$W/corpus" TRAIN_SECONDS="${TRAIN_SECONDS:-1100}" \
+      THREADS="${THREADS:-4}" \
       scripts/train-default.sh "$W/runs" >"$W/train.log" 2>&1 </dev/null &
     ;;
   wait | finish) ;;

@@ -35,7 +35,16 @@ sources=(
   "wget info */info/*.info*.gz"
   "bash-doc info */info/*.info*.gz"
   "diffutils-doc html */diffutils/*.html"
+  "debian-handbook html */html/en-US/*.html"
+  "r-cran-janeaustenr rdata */janeaustenr/data/Rdata.rdb"
+  "r-cran-tokenizers rdata */tokenizers/data/Rdata.rdb"
+  "dict-devil plain */dictd/devil.dict.dz"
+  "wordnet-base wordnet */wordnet/data.*"
 )
+# Mixture weights (default 1): the general English of novels, Bierce's dictionary and WordNet's
+# glosses is a small part of the text next to the manuals, and is what the held-out fortunes
+# read like, so each paragraph of it is written this many times.
+declare -A weights=([r-cran-janeaustenr]=3 [r-cran-tokenizers]=3 [dict-devil]=3)
 heldout_packages=(fortunes fortunes-min)
 bible_packages=(bible-kjv bible-kjv-text)
 
@@ -90,7 +99,10 @@ python3 "$py" fortunes "$out/heldout.txt.tmp" "${fortune_files[@]}"
 mv "$out/heldout.txt.tmp" "$out/heldout.txt"
 
 parts=()
-for s in "${sources[@]}"; do parts+=("$out/parts/${s%% *}.txt"); done
+for s in "${sources[@]}"; do
+  pkg=${s%% *}
+  parts+=("$out/parts/$pkg.txt@${weights[$pkg]:-1}")
+done
 parts+=("$out/parts/bible-kjv.txt")
 python3 "$py" merge "$out/train.txt.tmp" "$out/heldout.txt" "${parts[@]}"
 mv "$out/train.txt.tmp" "$out/train.txt"
