@@ -128,9 +128,13 @@ class ChatPage(unittest.TestCase):
         before = metric("k3_requests_cancelled_total")
         self.set_thinking(False)
         self.set_field("max_tokens", 100000)
-        # The random model would end its message after about a thousand tokens: ban the stop
-        # ids (typed into "more fields") so that only Stop can end this answer.
-        self.set_field("extra", json.dumps({"logit_bias": {"6261": -100, "6262": -100}}))
+        # The random model would end its message after about a thousand tokens: ban every
+        # special token (ids 6260-6515 of the test tokenizer: the stop ids, and the chat
+        # format's markers, which a random model can also emit) and seed the sampler (typed
+        # into "more fields"), so that only Stop can end this answer, the same way every run.
+        bias = {str(i): -100 for i in range(6260, 6516)}
+        self.d.execute_script("document.getElementById('extra').value = arguments[0]",
+                              json.dumps({"logit_bias": bias, "seed": 1}))
         self.send("Write a very long story")
         content = lambda: self.d.execute_script(
             "const m = document.querySelectorAll('.msg.assistant'); "
