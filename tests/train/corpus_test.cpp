@@ -1,5 +1,6 @@
 // scripts/corpus_text.py, the text side of scripts/make-corpus.sh: fortunes become held-out
-// entries, and merging deduplicates paragraphs and keeps every held-out line out of training.
+// entries, merging deduplicates paragraphs, keeps every held-out line out of training and
+// applies mixture weights, and each source kind's extraction (markup, R data, WordNet).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -61,6 +62,61 @@ TEST(Corpus, ExtractCleansMarkup) {
   ASSERT_EQ(corpus_text("extract html " + p + "html.txt " + p + "x.html"), 0);
   EXPECT_EQ(slurp(p + "html.txt"), "One & two.\n\nThree\n\n");
   EXPECT_NE(corpus_text("extract nosuchkind " + p + "o.txt " + p + "x.rst"), 0);
+}
+
+// PART@N writes each of the part's kept paragraphs N times; a repeat elsewhere is still a
+// duplicate, and held-out text stays out however it is weighted.
+TEST(Corpus, MergeWeightsRepeatParagraphs) {
+  test::TempDir d;
+  const std::string p = d.path() + "/";
+  const std::string a = "It is a truth universally acknowledged that a single man wants a wife.";
+  const std::string b = "Call me Ishmael. Some years ago, never mind how long precisely, I went.";
+  const std::string held = "Never put off till tomorrow what you can do today, said my aunt.";
+  d.write("held.txt", held + "\n");
+  d.write("novel.txt", a + "\n\n" + held + "\n\n" + b + "\n");
+  d.write("manual.txt", b + "\n\nThe manual page lists every option the program takes.\n");
+  ASSERT_EQ(corpus_text("merge " + p + "train.txt " + p + "held.txt " + p + "novel.txt@3 " + p +
+                        "manual.txt"),
+            0);
+  const std::string three = a + "\n\n" + a + "\n\n" + a + "\n\n" + b + "\n\n" + b + "\n\n" + b;
+  EXPECT_EQ(slurp(p + "train.txt"),
+            three + "\n\nThe manual page lists every option the program takes.\n\n");
+}
+
+// WordNet's data.* lines become "words: gloss" (the licence header, indented, is skipped).
+TEST(Corpus, ExtractWordNetGlosses) {
+  test::TempDir d;
+  const std::string p = d.path() + "/";
+  d.write("data.noun",
+          "  1 This software and database is being provided to you, the LICENSEE\n"
+          "00406612 04 n 02 fold 0 folding 0 001 @ 00404403 n 0000 | the act of folding; "
+          "\"he gave the napkins a double fold\"  \n"
+          "00407090 04 n 02 jut 0 old_man(a) 0 000 | the act of projecting out  \n");
+  ASSERT_EQ(corpus_text("extract wordnet " + p + "wn.txt " + p + "data.noun"), 0);
+  EXPECT_EQ(slurp(p + "wn.txt"),
+            "fold, folding: the act of folding; \"he gave the napkins a double fold\"\n"
+            "jut, old man: the act of projecting out\n\n");
+}
+
+// An R lazy-load database (zlib records of XDR-serialized objects, as R packages store their
+// data): every string of a character vector, one line each, NA left out, in order.
+TEST(Corpus, ExtractRDataStrings) {
+  test::TempDir d;
+  const std::string p = d.path() + "/";
+  const std::string make =
+      "python3 -c \"import struct, zlib, sys\n"
+      "def chars(s): b = s.encode(); return struct.pack('>iI', 0x00040009, len(b)) + b\n"
+      "def obj(lines):\n"
+      "    x = b'X\\n' + struct.pack('>iii', 3, 0x40201, 0x30500) + struct.pack('>i', 5) + b'UTF-8'\n"
+      "    x += struct.pack('>iI', 16, len(lines))\n"
+      "    for s in lines: x += chars(s) if s is not None else struct.pack('>iI', 9, 0xFFFFFFFF)\n"
+      "    return struct.pack('>I', len(x)) + zlib.compress(x)\n"
+      "open(sys.argv[1], 'wb').write(obj(['EMMA', '', 'Emma Woodhouse, handsome,', None]) + "
+      "obj(['Call me Ishmael.']))\n\" " +
+      p + "Rdata.rdb";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  ASSERT_EQ(corpus_text("extract rdata " + p + "r.txt " + p + "Rdata.rdb"), 0);
+  EXPECT_EQ(slurp(p + "r.txt"), "EMMA\n\nEmma Woodhouse, handsome,\n\nCall me Ishmael.\n\n");
 }
 
 }  // namespace
