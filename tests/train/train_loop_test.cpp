@@ -257,5 +257,53 @@ TEST(TrainCli, RejectsBadInputWithAMessage) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// A run's train_recipe.json holds every option's value: --recipe with it repeats the run bit
+// for bit, and the command line overrides what the recipe says.
+TEST(TrainCli, RecipeRepeatsTheRunAndTheCommandLineOverridesIt) {
+  Fixture f;
+  const std::string a = f.dir.file("a"), b = f.dir.file("b"), c = f.dir.file("c");
+  must(run_k3(f.train_args(a, 4)), "k3 train");
+  const std::string recipe = a + "/train_recipe.json";
+  const nlohmann::json r = nlohmann::json::parse(read_file_bytes(recipe));
+  EXPECT_EQ(r.at("steps"), "4");
+  EXPECT_EQ(r.at("data"), nlohmann::json::array({f.data}));
+  EXPECT_EQ(r.at("min-lr-ratio"), "0.1");  // defaults too
+  must(run_k3({"train", "--recipe", recipe, "-o", b}), "k3 train --recipe");
+  nlohmann::json ha = history(a), hb = history(b);
+  ASSERT_EQ(ha.size(), hb.size());
+  for (size_t i = 0; i < ha.size(); ++i) {
+    for (const char* key : {"loss", "grad_norm", "max_vio", "lr", "val_loss"})
+      EXPECT_EQ(ha[i].at(key), hb[i].at(key)) << key << " of step " << i + 1;
+  }
+  const char* weights = "/model-00001-of-00001.safetensors";
+  EXPECT_EQ(read_file_bytes(a + weights), read_file_bytes(b + weights));
+  must(run_k3({"train", "--recipe", recipe, "-o", c, "--steps", "2", "--lr", "0.02"}),
+       "k3 train --recipe with overrides");
+  EXPECT_EQ(history(c).size(), 2u);
+  EXPECT_NE(history(c)[1].at("loss"), history(a)[1].at("loss"));  // another lr
+}
+
+TEST(TrainCli, RejectsABadRecipeWithAMessage) {
+  Fixture f;
+  const std::string out = f.dir.file("out");
+  const std::pair<std::string, std::string> cases[] = {
+      {"{\"stepz\": 3}", "unknown option 'stepz'; did you mean 'steps'?"},
+      {"[1, 2]", "must be a JSON object"},
+      {"{\"batch\": [1, 2]}", "'batch' must be a string or a number"},
+      {"{\"steps\": 0}", "--steps must be at least 1"},
+      {"{\"recipe\": \"x.json\"}", "unknown option 'recipe'"},
+      {"{not json", "is not valid JSON"}};
+  for (const auto& [text, message] : cases) {
+    const CliResult r = run_k3({"train", "--recipe", f.dir.write("r.json", text), "-m", f.model,
+                                "--data", f.data, "-o", out});
+    EXPECT_NE(r.exit_code, 0) << text;
+    EXPECT_NE(r.err.find(message), std::string::npos) << text << ": " << r.err;
+  }
+  const CliResult r = run_k3({"train", "--recipe", f.dir.file("none.json"), "-o", out});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot read the recipe"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 }  // namespace
 }  // namespace k3::test

@@ -62,6 +62,7 @@ class Args {
   // Throws unless `name` is also given, when any of `options` is: "--system needs --chat".
   void only_with(const std::vector<std::string>& options, const std::string& name) const;
   std::string help() const;
+  const std::vector<Option>& options() const { return options_; }
 
  private:
   const Option* find(const std::string& token) const;

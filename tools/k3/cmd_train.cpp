@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "args.h"
 #include "commands.h"
@@ -64,14 +66,19 @@ void write_curve(const std::string& dir, const std::vector<TrainPoint>& hist) {
 
 Args train_args() {
   return Args(
-      "train", "(-m DIR | --config FILE --init DIR | --resume DIR) --data FILE... -o DIR",
+      "train",
+      "[--recipe FILE] (-m DIR | --config FILE --init DIR | --resume DIR) --data FILE... -o DIR",
       "Train a checkpoint on text files tokenised with the model's tokenizer. Each step takes\n"
       "batch x accum random windows of seq-len tokens, averages their gradients, clips, and\n"
       "updates (Muon for hidden matrices and AdamW for the rest, or AdamW throughout), then\n"
       "sets the routers' biases by the balancing method. Writes DIR (official layout, F32,\n"
       "loadable by every command) atomically at the end and every --save-every steps, with\n"
-      "the optimiser state for a bit-exact --resume and train_curve.svg.",
-      {{"model", "m", "DIR", "initial checkpoint (e.g. from k3 init)", ""},
+      "the optimiser state for a bit-exact --resume, train_curve.svg and train_recipe.json\n"
+      "(every option's value: --recipe DIR/train_recipe.json repeats the run).",
+      {{"recipe", "", "FILE",
+        "JSON object of these options (long names) and values; the command line overrides it",
+        ""},
+       {"model", "m", "DIR", "initial checkpoint (e.g. from k3 init)", ""},
        {"config", "", "FILE", "with --init: write a random initial checkpoint first", ""},
        {"init", "", "DIR", "where --config's random initial checkpoint goes", ""},
        {"resume", "", "DIR", "continue a checkpoint written by k3 train", ""},
@@ -102,11 +109,83 @@ Args train_args() {
        seed_option("0")});
 }
 
+using Json = nlohmann::json;
+
+// Options that repeat (every value kept) and options a recipe may not set.
+const std::set<std::string> kRepeatable = {"data"};
+const std::set<std::string> kNotInRecipe = {"recipe", "help"};
+
+// The recipe's options as command-line tokens, for those the command line does not give.
+std::vector<std::string> recipe_tokens(const std::string& path, const Args& cli) {
+  std::ifstream f(path);
+  check(f.good(), "cannot read the recipe ", path);
+  Json j;
+  try {
+    j = Json::parse(f);
+  } catch (const Json::exception& e) {
+    fail("recipe ", path, " is not valid JSON: ", e.what());
+  }
+  check(j.is_object(), "recipe ", path, " must be a JSON object of option names and values");
+  std::set<std::string> known;
+  for (const Option& o : cli.options()) known.insert(o.name);
+  std::vector<std::string> out;
+  for (const auto& [name, v] : j.items()) {
+    if (!known.count(name) || kNotInRecipe.count(name)) {
+      std::string near;
+      for (const std::string& k : known) {
+        if (!kNotInRecipe.count(k) && edit_distance(name, k) <= 2 &&
+            (near.empty() || edit_distance(name, k) < edit_distance(name, near)))
+          near = k;
+      }
+      fail("recipe ", path, ": unknown option '", name, "'",
+           near.empty() ? "" : "; did you mean '" + near + "'?",
+           " (the long names of k3 train --help, without dashes)");
+    }
+    if (cli.given(name)) continue;  // the command line wins
+    std::vector<Json> values = v.is_array() && kRepeatable.count(name) ? v.get<std::vector<Json>>()
+                                                                        : std::vector<Json>{v};
+    for (const Json& x : values) {
+      check(x.is_string() || x.is_number(), "recipe ", path, ": option '", name,
+            "' must be a string or a number", kRepeatable.count(name) ? " (or a list of them)" : "");
+      out.push_back("--" + name);
+      out.push_back(x.is_string() ? x.get<std::string>() : x.dump());
+    }
+  }
+  return out;
+}
+
+// Every option's value after parsing (given, from the recipe, or the default).
+std::string recipe_json(const Args& args) {
+  Json j = Json::object();
+  for (const Option& o : args.options()) {
+    if (kNotInRecipe.count(o.name) || !args.has(o.name)) continue;
+    if (kRepeatable.count(o.name)) {
+      j[o.name] = args.all(o.name);
+    } else {
+      j[o.name] = args.str(o.name);
+    }
+  }
+  return j.dump(2) + "\n";
+}
+
+// Parses argv, then again with the --recipe file's options in front of it (so the command
+// line overrides them). Returns false when --help was printed.
+bool parse_with_recipe(int argc, char** argv, Args& args) {
+  if (!args.parse(argc, argv)) return false;
+  if (!args.given("recipe")) return true;
+  std::vector<std::string> tokens = recipe_tokens(args.str("recipe"), args);
+  std::vector<char*> merged{argv[0]};
+  for (std::string& t : tokens) merged.push_back(t.data());
+  for (int i = 1; i < argc; ++i) merged.push_back(argv[i]);
+  args = train_args();
+  return args.parse(static_cast<int>(merged.size()), merged.data());
+}
+
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
   Args args = train_args();
-  if (!args.parse(argc, argv)) return 0;
+  if (!parse_with_recipe(argc, argv, args)) return 0;
   TrainConfig c;
   c.seed = static_cast<uint64_t>(args.integer("seed"));
   if (args.given("config")) {
@@ -145,7 +224,13 @@ int cmd_train(int argc, char** argv) {
   c.log_every = args.integer("log-every");
   apply_threads(args);
   c.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  c.on_save = write_curve;
+  c.on_save = [recipe = recipe_json(args)](const std::string& dir,
+                                           const std::vector<TrainPoint>& hist) {
+    write_curve(dir, hist);
+    std::ofstream f(dir + "/train_recipe.json");
+    f << recipe;
+    check(f.good(), "cannot write ", dir, "/train_recipe.json");
+  };
   const TrainResult r = train_model(c);
   std::fprintf(stderr, "k3 train: wrote %s (%zu steps, %.0f tokens/s)\n", c.out_dir.c_str(),
                r.history.size(), r.tokens_per_s);
