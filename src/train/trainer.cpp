@@ -1,4 +1,5 @@
 // The training loop behind k3/train.h.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,13 +53,29 @@ std::vector<train::Param> optimizer_params(const HParams& hp, ParamSet& params, 
   return ps;
 }
 
-std::string progress_line(const TrainPoint& p, int64_t total) {
+// "1h02m", "4m05s", "12s": the time left, for the progress line.
+std::string duration_text(double seconds) {
+  const long long s = std::llround(std::max(0.0, seconds));
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  }
+  return buf;
+}
+
+// eta_s: the estimated time to the run's last step (negative: not known yet).
+std::string progress_line(const TrainPoint& p, int64_t total, double eta_s) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "step %lld/%lld  loss %.4f  lr %.3e  maxvio %.3f  |g| %.3f  %.0f tok/s",
                 static_cast<long long>(p.step), static_cast<long long>(total), p.loss, p.lr,
                 p.max_vio, p.grad_norm, p.tokens_per_s);
   std::string s = buf;
+  if (eta_s >= 0 && p.step < total) s += "  eta " + duration_text(eta_s);
   if (!std::isnan(p.val_loss)) {
     std::snprintf(buf, sizeof buf, "  val %.4f  ppl %.2f  bpb %.4f", p.val_loss,
                   std::exp(p.val_loss), p.val_bpb);
@@ -97,6 +114,8 @@ class Trainer {
   TrainResult run() {
     const int64_t end = cfg_.stop_after > 0 ? std::min(cfg_.steps, cfg_.stop_after) : cfg_.steps;
     double tokens = 0, seconds = 0;
+    const int64_t first_step = state_.step;  // a resumed run times only its own steps
+    const auto started = std::chrono::steady_clock::now();
     while (state_.step < end) {
       const auto t0 = std::chrono::steady_clock::now();
       TrainPoint p = step();
@@ -113,8 +132,12 @@ class Trainer {
         p.val_bpb = e.bits_per_byte;
       }
       state_.history.push_back(p);
-      if (cfg_.log && (p.step % cfg_.log_every == 0 || p.step == end || !std::isnan(p.val_loss)))
-        cfg_.log(progress_line(p, cfg_.steps));
+      if (cfg_.log && (p.step % cfg_.log_every == 0 || p.step == end || !std::isnan(p.val_loss))) {
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                          started).count();  // evaluations too
+        cfg_.log(progress_line(p, cfg_.steps, wall / double(p.step - first_step) *
+                                                  double(end - p.step)));
+      }
       if (cfg_.save_every > 0 && p.step % cfg_.save_every == 0 && p.step != end) save();
     }
     save();

@@ -262,7 +262,14 @@ TEST(TrainCli, RejectsBadInputWithAMessage) {
 TEST(TrainCli, RecipeRepeatsTheRunAndTheCommandLineOverridesIt) {
   Fixture f;
   const std::string a = f.dir.file("a"), b = f.dir.file("b"), c = f.dir.file("c");
-  must(run_k3(f.train_args(a, 4)), "k3 train");
+  const CliResult first = run_k3(f.train_args(a, 4));
+  must(first, "k3 train");
+  // The progress lines say how long is left, until the last.
+  EXPECT_NE(first.err.find("step 3/4  loss"), std::string::npos) << first.err;
+  const std::string line3 = first.err.substr(first.err.find("step 3/4"));
+  EXPECT_NE(line3.substr(0, line3.find('\n')).find("  eta "), std::string::npos) << line3;
+  const std::string line4 = first.err.substr(first.err.find("step 4/4"));
+  EXPECT_EQ(line4.substr(0, line4.find('\n')).find("eta"), std::string::npos) << line4;
   const std::string recipe = a + "/train_recipe.json";
   const nlohmann::json r = nlohmann::json::parse(read_file_bytes(recipe));
   EXPECT_EQ(r.at("steps"), "4");
