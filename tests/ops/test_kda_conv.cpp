@@ -203,7 +203,10 @@ OpCase conv_batch_case(std::vector<int64_t> lens, int64_t gap, int64_t C, int64_
 }
 
 // The gate as the layer feeds it: f from a projection, A_log ~ log U(1, 16), the lower bound
-// −5. `in_place` writes g over f.
+// −5. `in_place` writes g over f. The error scale is the largest propagated one: g = lb·σ(x),
+// x = a·(f + dt), and rounding x by u·(a·(|f| + |dt|) + |x|) moves g by (1 − σ(x)) times that,
+// relative. For a strongly negative x (a tiny g, alone when T·H·K = 1) that is far more than
+// u·max|g|; where a large g is among the outputs the scale stays near max|g|.
 OpCase kda_gate_case(KdaGateShape s, bool in_place) {
   std::string shape = "T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
                       " K=" + std::to_string(s.K) + (in_place ? " in_place" : "");
@@ -211,10 +214,19 @@ OpCase kda_gate_case(KdaGateShape s, bool in_place) {
             const int64_t n = s.T * s.H * s.K;
             std::vector<float> f = randn(rng, n, 2.0), A_log = randu(rng, s.H, 0.0, 2.77);
             std::vector<float> dt = randn(rng, s.H * s.K, 0.5), g(n), g_ref(n);
+            double scale = 0;
+            for (int64_t j = 0; j < n; ++j) {  // before f is overwritten (in_place)
+              const int64_t h = (j / s.K) % s.H, i = j % s.K;
+              const double a = std::exp(double(A_log[h]));
+              const double x = a * (double(f[j]) + dt[h * s.K + i]);
+              const double sig = 1.0 / (1.0 + std::exp(-x));
+              const double x_err = a * (std::fabs(f[j]) + std::fabs(dt[h * s.K + i])) + std::fabs(x);
+              scale = std::max(scale, std::fabs(s.lower_bound) * sig * (1.0 + (1.0 - sig) * x_err));
+            }
             float* out = in_place ? f.data() : g.data();
             kKdaGateOp.ref(f.data(), A_log.data(), dt.data(), s, g_ref.data());
             kKdaGateOp.get(impl)(f.data(), A_log.data(), dt.data(), s, out);
-            return Outputs{in_place ? f : g, widen(g_ref)};
+            return Outputs{in_place ? f : g, widen(g_ref), scale};
           }};
 }
 
