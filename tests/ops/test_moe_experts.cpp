@@ -187,9 +187,8 @@ OpCase moe_case(int64_t T, int64_t k, int64_t E, int64_t L, int64_t I, MatFormat
         }
         Outputs out{got, widen(want)};
         // Codes over the whole range: each output's error over its own propagated scale
-        // (propagated_scales), the largest held to tol. On the CPU paths for now: the device's
-        // fp32-grade path keeps max|want| until this bound has been run there.
-        if (sr.span > 100 && !o.bf16_act && impl != Impl::cuda) {
+        // (propagated_scales), the largest held to tol.
+        if (sr.span > 100 && !o.bf16_act) {
           const std::vector<double> sc =
               propagated_scales(z.data(), sel.data(), weight.data(), ex.mats.data(), s);
           for (size_t i = 0; i < sc.size(); ++i) {
