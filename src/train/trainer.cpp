@@ -133,10 +133,11 @@ class Trainer {
       }
       state_.history.push_back(p);
       if (cfg_.log && (p.step % cfg_.log_every == 0 || p.step == end || !std::isnan(p.val_loss))) {
-        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                          started).count();  // evaluations too
-        cfg_.log(progress_line(p, cfg_.steps, wall / double(p.step - first_step) *
-                                                  double(end - p.step)));
+        const double wall =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+                .count();  // evaluations too
+        cfg_.log(progress_line(p, cfg_.steps,
+                               wall / double(p.step - first_step) * double(end - p.step)));
       }
       if (cfg_.save_every > 0 && p.step % cfg_.save_every == 0 && p.step != end) save();
     }

@@ -164,8 +164,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, Golden, ::testing::ValuesIn(case_dirs()), name_o
 // vdpbf16ps and its fallback where the CPU has AVX512_BF16), prefill and token-by-token decode,
 // with the same argmax at every position; the fp32 path is held to kTol on the same data.
 // Measured 6.6e-3 to 1.45e-2 across the paths on the default model trained 2026-12-06 (2.9e-3
-// to 4.5e-3 on the less trained model before it, under a bound of 1e-2). Other random inputs reach 2.8e-2 at single positions, in llama.cpp's
-// bf16 mode alike (docs/CPU.md); the bound is restated, no kernel changed with the model.
+// to 4.5e-3 on the less trained model before it, under a bound of 1e-2). Other random inputs
+// reach 2.8e-2 at single positions, in llama.cpp's bf16 mode alike (docs/CPU.md); the bound is
+// restated, no kernel changed with the model.
 constexpr double kBf16Tol = 2e-2;
 
 class TrainedDefault : public Golden {

@@ -220,7 +220,8 @@ OpCase kda_gate_case(KdaGateShape s, bool in_place) {
               const double a = std::exp(double(A_log[h]));
               const double x = a * (double(f[j]) + dt[h * s.K + i]);
               const double sig = 1.0 / (1.0 + std::exp(-x));
-              const double x_err = a * (std::fabs(f[j]) + std::fabs(dt[h * s.K + i])) + std::fabs(x);
+              const double x_err =
+                  a * (std::fabs(f[j]) + std::fabs(dt[h * s.K + i])) + std::fabs(x);
               scale = std::max(scale, std::fabs(s.lower_bound) * sig * (1.0 + (1.0 - sig) * x_err));
             }
             float* out = in_place ? f.data() : g.data();

@@ -134,10 +134,14 @@ std::vector<double> propagated_scales(const float* z, const int32_t* sel, const 
           abs_a += std::fabs(double(g[i]) * z[t * L + i]);
           abs_b += std::fabs(double(u[i]) * z[t * L + i]);
         }
-        const double ha = 1e-6 * std::max(1.0, std::fabs(a)), hb = 1e-6 * std::max(1.0, std::fabs(b));
-        const double da = (situ_glu_ref(a + ha, b, s.situ) - situ_glu_ref(a - ha, b, s.situ)) / (2 * ha);
-        const double db = (situ_glu_ref(a, b + hb, s.situ) - situ_glu_ref(a, b - hb, s.situ)) / (2 * hb);
-        err_h[r] = std::fabs(situ_glu_ref(a, b, s.situ)) + std::fabs(da) * abs_a + std::fabs(db) * abs_b;
+        const double ha = 1e-6 * std::max(1.0, std::fabs(a)),
+                     hb = 1e-6 * std::max(1.0, std::fabs(b));
+        const double da =
+            (situ_glu_ref(a + ha, b, s.situ) - situ_glu_ref(a - ha, b, s.situ)) / (2 * ha);
+        const double db =
+            (situ_glu_ref(a, b + hb, s.situ) - situ_glu_ref(a, b - hb, s.situ)) / (2 * hb);
+        err_h[r] =
+            std::fabs(situ_glu_ref(a, b, s.situ)) + std::fabs(da) * abs_a + std::fabs(db) * abs_b;
       }
       for (int64_t r = 0; r < L; ++r) {
         mat_row(w.down, r, d.data());

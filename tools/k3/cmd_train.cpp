@@ -76,8 +76,7 @@ Args train_args() {
       "the optimiser state for a bit-exact --resume, train_curve.svg and train_recipe.json\n"
       "(every option's value: --recipe DIR/train_recipe.json repeats the run).",
       {{"recipe", "", "FILE",
-        "JSON object of these options (long names) and values; the command line overrides it",
-        ""},
+        "JSON object of these options (long names) and values; the command line overrides it", ""},
        {"model", "m", "DIR", "initial checkpoint (e.g. from k3 init)", ""},
        {"config", "", "FILE", "with --init: write a random initial checkpoint first", ""},
        {"init", "", "DIR", "where --config's random initial checkpoint goes", ""},
@@ -142,11 +141,12 @@ std::vector<std::string> recipe_tokens(const std::string& path, const Args& cli)
            " (the long names of k3 train --help, without dashes)");
     }
     if (cli.given(name)) continue;  // the command line wins
-    std::vector<Json> values = v.is_array() && kRepeatable.count(name) ? v.get<std::vector<Json>>()
-                                                                        : std::vector<Json>{v};
+    std::vector<Json> values =
+        v.is_array() && kRepeatable.count(name) ? v.get<std::vector<Json>>() : std::vector<Json>{v};
     for (const Json& x : values) {
       check(x.is_string() || x.is_number(), "recipe ", path, ": option '", name,
-            "' must be a string or a number", kRepeatable.count(name) ? " (or a list of them)" : "");
+            "' must be a string or a number",
+            kRepeatable.count(name) ? " (or a list of them)" : "");
       out.push_back("--" + name);
       out.push_back(x.is_string() ? x.get<std::string>() : x.dump());
     }
