@@ -126,16 +126,15 @@ std::vector<std::string> recipe_tokens(const std::string& path, const Args& cli)
   }
   check(j.is_object(), "recipe ", path, " must be a JSON object of option names and values");
   std::set<std::string> known;
-  for (const Option& o : cli.options()) known.insert(o.name);
+  std::vector<std::string> settable;  // for the suggestion on a typo
+  for (const Option& o : cli.options()) {
+    known.insert(o.name);
+    if (!kNotInRecipe.count(o.name)) settable.push_back(o.name);
+  }
   std::vector<std::string> out;
   for (const auto& [name, v] : j.items()) {
     if (!known.count(name) || kNotInRecipe.count(name)) {
-      std::string near;
-      for (const std::string& k : known) {
-        if (!kNotInRecipe.count(k) && edit_distance(name, k) <= 2 &&
-            (near.empty() || edit_distance(name, k) < edit_distance(name, near)))
-          near = k;
-      }
+      const std::string near = nearest(name, settable);
       fail("recipe ", path, ": unknown option '", name, "'",
            near.empty() ? "" : "; did you mean '" + near + "'?",
            " (the long names of k3 train --help, without dashes)");
