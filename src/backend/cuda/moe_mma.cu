@@ -119,9 +119,18 @@ constexpr int pipe_min_blocks() {
   return NT >= 4 ? 12 : 16;
 }
 
+// kL2: bytes the L2 fetches from DRAM around the copy (0: its default, or 256). A warp copies
+// 64 bytes of each of its 32 rows per chunk, rows 1792 bytes apart at the slice's width: DRAM
+// saw short, scattered reads (45% of its peak at batch 1) until the L2 fetched each row's next
+// three chunks with this one (E=896, 64 tokens: 4.85 -> 4.25 ms).
+template <int kL2>
 __device__ inline void cp_async16(void* smem, const void* gmem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  if constexpr (kL2 == 256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  }
 }
 __device__ inline void cp_async4(void* smem, const void* gmem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -152,8 +161,8 @@ constexpr int ring_bytes(int stages) {
 // copies and reads back only its own ring slots, so the ring needs no barrier; the scales
 // (written by every lane) need one __syncwarp. (Splitting the columns over 2-4 blocks, partial
 // sums added by the next kernel, to fill the GPU at batch 1 ran 1.2x slower there.)
-template <int kMT, int NT, int kStages>
-__global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
+template <int kMT, int NT, int kStages, int kL2, bool kPrefB, int kMinBlocks>
+__global__ void __launch_bounds__(32, kMinBlocks)
     mxfp4_mma(const __nv_bfloat16* xs, int P, const int32_t* offsets, const int32_t* active,
               const int32_t* n_active, const Mxfp4Expert* experts, int which0, int tiles_per_mat,
               int n_windows, int64_t R, int64_t C, int64_t NP, float* y0, float* y1) {
@@ -204,7 +213,7 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
       uint4* dst = ring + (c % kStages) * (kMT * 2 * 32) + lane;
       const uint8_t* src = prow + G * 16;
 #pragma unroll
-      for (int j = 0; j < 2 * kMT; ++j) cp_async16(dst + j * 32, src + j * rstep);
+      for (int j = 0; j < 2 * kMT; ++j) cp_async16<kL2>(dst + j * 32, src + j * rstep);
     }
     cp_async_commit();
   };
@@ -219,9 +228,33 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
       brow[ni] = xs + min(begin * P + col, NP - 1) * C;
     }
     float acc[kMT][NT][4] = {};
+    // kPrefB: this lane's B words of chunk c + 1 are loaded while chunk c runs (their L2
+    // latency stalled the warp at every chunk otherwise).
+    uint4 bnext[kPrefB ? NT : 1][4];
+    auto load_b = [&](int c) {
+      const int64_t G = 4 * int64_t{c} + t;
+#pragma unroll
+      for (int ni = 0; ni < (kPrefB ? NT : 1); ++ni) {
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          bnext[ni][v] = c < nchunks && G < groups && bcol[ni]
+                             ? __ldg(reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8))
+                             : make_uint4(0, 0, 0, 0);
+        }
+      }
+    };
+    if (kPrefB) load_b(0);
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) issue(st);
     for (int c = 0; c < nchunks; ++c) {
+      uint4 bcur[kPrefB ? NT : 1][4];
+      if (kPrefB) {
+#pragma unroll
+        for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) bcur[ni][v] = bnext[ni][v];
+        load_b(c + 1);
+      }
       issue(c + kStages - 1);
       cp_async_wait<kStages - 1>();  // this lane's copies of chunk c (and the scales) have landed
       if (c == 0) __syncwarp();      // and every lane's scales
@@ -250,8 +283,14 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
         uint4 b[NT];
 #pragma unroll
         for (int ni = 0; ni < NT; ++ni) {
-          b[ni] = ok && bcol[ni] ? *reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8)
-                                 : make_uint4(0, 0, 0, 0);
+          if (kPrefB) {
+            b[ni] = bcur[ni][v];
+          } else {
+            const uint4* bp = reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8);
+            b[ni] = !(ok && bcol[ni]) ? make_uint4(0, 0, 0, 0)
+                    : kL2 == 0        ? *bp  // the baseline's plain load
+                                      : __ldg(bp);
+          }
         }
         uint32_t p[kMT][2][4];
 #pragma unroll
@@ -305,13 +344,14 @@ __global__ void __launch_bounds__(32, pipe_min_blocks<NT>())
   }
 }
 
-template <int NT, int kStages, int kMT = 2>
-void launch_mma(const __nv_bfloat16* xs, int P, const MoeGroups& grp, const Mxfp4Expert* experts,
-                int which0, int n_which, int64_t R, int64_t C, int64_t N, int n_windows,
-                float* const* y3) {
+template <int NT, int kStages, int kMT, int kL2, bool kPrefB = false,
+          int kMinBlocks = pipe_min_blocks<NT>()>
+void launch_kernel(const __nv_bfloat16* xs, int P, const MoeGroups& grp, const Mxfp4Expert* experts,
+                   int which0, int n_which, int64_t R, int64_t C, int64_t N, int n_windows,
+                   float* const* y3) {
   const int tiles = blocks_for(R, kMT * 16);
   const size_t smem = ring_bytes<kMT>(kStages) + kMT * 16 * scale_stride(C / 32);
-  auto* kernel = mxfp4_mma<kMT, NT, kStages>;
+  auto* kernel = mxfp4_mma<kMT, NT, kStages, kL2, kPrefB, kMinBlocks>;
   if (smem > 48 * 1024) {  // wide rows: opt in to more shared memory
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
@@ -322,6 +362,36 @@ void launch_mma(const __nv_bfloat16* xs, int P, const MoeGroups& grp, const Mxfp
   cuda::launch(kernel, grid, 32, smem, xs, P, grp.offsets, grp.active, grp.n_active, experts,
                which0, tiles, n_windows, R, C, P * N, y3[0], n_which > 1 ? y3[1] : y3[0]);
   check_launch("moe_experts (mxfp4 mma)");
+}
+
+// K3_MOE_BASELINE=1: the kernel as it was before the L2 fetch size, the B words a chunk ahead
+// and the 96-register cap (A/B runs against it on the device).
+bool moe_baseline() {
+  static const bool on = [] {
+    const char* e = std::getenv("K3_MOE_BASELINE");
+    return e != nullptr && std::atoi(e) == 1;
+  }();
+  return on;
+}
+
+// One-n-tile windows (batch-1 steps and the like) load their B words a chunk ahead and run
+// under 96 registers (20 blocks an SM by registers, 18 by shared memory, against 16): their
+// warps stalled on those L2 reads with too few others to switch to. Wider windows keep 128
+// (their accumulators would spill).
+template <int NT, int kStages, int kMT = 2>
+void launch_mma(const __nv_bfloat16* xs, int P, const MoeGroups& grp, const Mxfp4Expert* experts,
+                int which0, int n_which, int64_t R, int64_t C, int64_t N, int n_windows,
+                float* const* y3) {
+  if (moe_baseline()) {
+    launch_kernel<NT, kStages, kMT, 0>(xs, P, grp, experts, which0, n_which, R, C, N, n_windows,
+                                       y3);
+  } else if constexpr (NT == 1) {
+    launch_kernel<NT, kStages, kMT, 256, true, 20>(xs, P, grp, experts, which0, n_which, R, C, N,
+                                                   n_windows, y3);
+  } else {
+    launch_kernel<NT, kStages, kMT, 256>(xs, P, grp, experts, which0, n_which, R, C, N, n_windows,
+                                         y3);
+  }
 }
 
 }  // namespace
