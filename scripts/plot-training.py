@@ -3,7 +3,10 @@
 
     scripts/plot-training.py OUT_PREFIX NAME=DIR [NAME=DIR ...]
 
-Each DIR is a `k3 train` checkpoint (its train_state.json holds the logged history). Writes
+Each DIR is a `k3 train` checkpoint (its train_state.json holds the logged history); DIR may
+list several, comma-separated, for a run continued from an earlier one's weights (`k3 train -m
+FIRST`): their histories are drawn as one line, each continuing at the step the one before
+ended. Writes
 OUT_PREFIX-loss.svg (training loss, smoothed over 10 steps), OUT_PREFIX-val.svg (held-out bits
 per byte) and OUT_PREFIX-maxvio.svg (router MaxVio, smoothed; runs without routers are left
 out). Plain SVG, no plotting library needed.
@@ -84,9 +87,14 @@ def main():
     prefix = sys.argv[1]
     runs = []
     for arg in sys.argv[2:]:
-        name, d = arg.split("=", 1)
-        with open(f"{d}/train_state.json") as f:
-            runs.append((name, json.load(f)["history"]))
+        name, dirs = arg.split("=", 1)
+        history, offset = [], 0
+        for d in dirs.split(","):
+            with open(f"{d}/train_state.json") as f:
+                part = json.load(f)["history"]
+            history += [dict(p, step=p["step"] + offset) for p in part]
+            offset = history[-1]["step"] if history else offset
+        runs.append((name, history))
     loss = [(n, smooth([(p["step"], p["loss"]) for p in h], 10)) for n, h in runs]
     val = [(n, [(p["step"], p["val_bpb"]) for p in h if p.get("val_bpb") is not None])
            for n, h in runs]
