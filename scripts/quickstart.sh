@@ -13,7 +13,7 @@ if [ ! -f "$MODEL/config.json" ]; then
 fi
 ./build/bin/k3 inspect -m "$MODEL"
 # The main job: stream a completion, with prefill/decode tokens/s at the end. The default model
-# is a base model trained on 7.4M tokens of English from Debian packages (manuals, the Bible,
+# is a base model trained on 16.8M tokens of English from Debian packages (manuals, the Bible,
 # Austen, Moby-Dick, WordNet): expect English words with some sentence shape, not sense.
 ./build/bin/k3 run -m "$MODEL" -p "The meaning of life is" -n 64 --seed 1
 echo

@@ -153,9 +153,13 @@ TEST_P(CudaStep, BatchedMixedStepsMatchTheCpu) {
 // bf16 precision on the device (k3::set_cpu_precision sets the device's too: the GEMMs' and the
 // routed experts' inputs rounded once, decode steps included), stated as the CPU's is
 // (test_golden.cpp, TrainedDefault): the trained default model against its float64 reference,
-// prefill in one step and token by token, per row relative L2 <= 1e-2 and the same argmax at
-// every position. (The random golden cases amplify any rounding: bf16 moves their logits by up
-// to 0.75 on the CPU too, so they hold no bf16 tolerance.)
+// prefill in one step and token by token, per row relative L2 within the CPU's bf16 bound
+// (kBf16Tol there: 2.5e-2, restated with each retrained model) and the same argmax at every
+// position. Measured on the device: 8.9e-3 (prefill) on the model of 2026-12-06 05:45 (under
+// 1e-2 then); the model shipped at 08:55 reaches 2.03e-2 on every CPU path (its position 2) and
+// was not yet run here (no device time was left in the session that trained it). (The random golden
+// cases amplify any rounding: bf16 moves their logits by up to 0.75 on the CPU too, so they hold no
+// bf16 tolerance.)
 TEST(CudaBf16, TrainedDefaultMatchesReference) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const std::string data = K3_SOURCE_DIR "/tests/data/trained_default/";
@@ -186,8 +190,9 @@ TEST(CudaBf16, TrainedDefaultMatchesReference) {
       "decode max rel %.3e, argmax %lld/%lld\n",
       pre.max_rel, (long long)pre.argmax_same, (long long)pre.rows, dec.max_rel,
       (long long)dec.argmax_same, (long long)dec.rows);
-  EXPECT_LE(pre.max_rel, 1e-2);
-  EXPECT_LE(dec.max_rel, 1e-2);
+  constexpr double kBf16Tol = 2.5e-2;
+  EXPECT_LE(pre.max_rel, kBf16Tol);
+  EXPECT_LE(dec.max_rel, kBf16Tol);
   EXPECT_EQ(pre.argmax_same, pre.rows);
   EXPECT_EQ(dec.argmax_same, dec.rows);
 }
