@@ -228,27 +228,30 @@ __global__ void __launch_bounds__(32, kMinBlocks)
       brow[ni] = xs + min(begin * P + col, NP - 1) * C;
     }
     float acc[kMT][NT][4] = {};
+    // Word v of this lane's B part of column tile ni in group G (zero off the matrix or the
+    // expert's columns); the baseline (kL2 == 0) kept its plain load.
+    auto b_word = [&](int ni, int64_t G, int v) {
+      if (G >= groups || !bcol[ni]) return make_uint4(0, 0, 0, 0);
+      const uint4* bp = reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8);
+      return kL2 == 0 ? *bp : __ldg(bp);
+    };
     // kPrefB: this lane's B words of chunk c + 1 are loaded while chunk c runs (their L2
     // latency stalled the warp at every chunk otherwise).
     uint4 bnext[kPrefB ? NT : 1][4];
     auto load_b = [&](int c) {
-      const int64_t G = 4 * int64_t{c} + t;
 #pragma unroll
       for (int ni = 0; ni < (kPrefB ? NT : 1); ++ni) {
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          bnext[ni][v] = c < nchunks && G < groups && bcol[ni]
-                             ? __ldg(reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8))
-                             : make_uint4(0, 0, 0, 0);
-        }
+        for (int v = 0; v < 4; ++v)
+          bnext[ni][v] = c < nchunks ? b_word(ni, 4 * int64_t{c} + t, v) : make_uint4(0, 0, 0, 0);
       }
     };
-    if (kPrefB) load_b(0);
+    if constexpr (kPrefB) load_b(0);
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) issue(st);
     for (int c = 0; c < nchunks; ++c) {
       uint4 bcur[kPrefB ? NT : 1][4];
-      if (kPrefB) {
+      if constexpr (kPrefB) {
 #pragma unroll
         for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
@@ -283,13 +286,10 @@ __global__ void __launch_bounds__(32, kMinBlocks)
         uint4 b[NT];
 #pragma unroll
         for (int ni = 0; ni < NT; ++ni) {
-          if (kPrefB) {
+          if constexpr (kPrefB) {
             b[ni] = bcur[ni][v];
           } else {
-            const uint4* bp = reinterpret_cast<const uint4*>(brow[ni] + G * 32 + v * 8);
-            b[ni] = !(ok && bcol[ni]) ? make_uint4(0, 0, 0, 0)
-                    : kL2 == 0        ? *bp  // the baseline's plain load
-                                      : __ldg(bp);
+            b[ni] = b_word(ni, G, v);
           }
         }
         uint32_t p[kMT][2][4];
