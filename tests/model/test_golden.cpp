@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/cpu_isa.h"
 #include "core/precision.h"
@@ -32,7 +33,7 @@ std::vector<int64_t> read_ids(const std::string& path) {
 }
 
 struct Compare {
-  double max_rel = 0;
+  double max_rel = 0, first_rel = 0;  // the worst position's and position 0's
   int64_t worst = -1, argmax_mismatch = 0;
 };
 
@@ -49,6 +50,7 @@ Compare compare(const std::vector<float>& got, const std::vector<float>& want, i
       den += double(want[t * V + i]) * want[t * V + i];
     }
     const double rel = std::sqrt(num / den);
+    if (t == 0) c.first_rel = rel;
     if (!(rel <= c.max_rel)) {
       c.max_rel = rel;
       c.worst = t;
@@ -212,6 +214,43 @@ TEST_P(TrainedDefault, Bf16MatchesReferenceOnEveryPath) {
                    kBf16Tol);
       expect_close(decode_all(b, 0), reference("logits_decode.npy"), "bf16 decode " + path,
                    kBf16Tol);
+    }
+  }
+}
+
+// The kernels of the bf16 mode held tightly: the same runs against a float64 reference that
+// rounds as the mode does (tests/reference/k3_ref.py --round-bf16: every BF16/MXFP4 matmul's
+// input rounded to bf16, the router's not; logits_*_bf16.npy). Position 0 goes through every
+// kind of matmul the mode rounds (the KDA and MLA projections, MLA's latent-to-value product,
+// expanded in prefill and absorbed in decode, the experts, the LM head) and there only the
+// engine's fp32 arithmetic is left: 6.8e-8 to 8.1e-8 on every path, held to kBf16FirstTol
+// (without the rounding the same position is 1e-2 away). Later positions cannot be held that
+// tightly: once one of the thousands of inputs rounded per token lands on the other side of a
+// bf16 rounding boundary (fp32 against float64 moves it by ~1e-7), the recurrent state and the
+// cache carry the difference on; on the model shipped 2026-12-06 08:55 that first happens at
+// position 3, and the worst later position reaches 1.5e-2, within the mode's own kBf16Tol.
+constexpr double kBf16FirstTol = 1e-5;
+
+TEST_P(TrainedDefault, Bf16MatchesRoundingReferenceOnEveryPath) {
+  set_precision(Precision::bf16);
+  const std::vector<float> want_prefill = reference("logits_prefill_bf16.npy");
+  const std::vector<float> want_decode = reference("logits_decode_bf16.npy");
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    for (bool native : {false, true}) {
+      if (native && !bf16_dot_available()) continue;
+      set_bf16_dot_allowed(native);
+      const std::string path = std::string(isa_name(isa)) + (native ? "+vdpbf16ps" : "+fallback");
+      Sequence a(*model_), b(*model_);
+      for (const auto& [what, got, want] : {std::tuple{"prefill", a.prefill(ids_), &want_prefill},
+                                            std::tuple{"decode", decode_all(b, 0), &want_decode}}) {
+        const Compare c = compare(got, *want, V_);
+        std::printf("    bf16 %-7s %-20s vs rounding ref: position 0 %.3e, worst %.3e (%lld)\n",
+                    what, path.c_str(), c.first_rel, c.max_rel, (long long)c.worst);
+        EXPECT_LE(c.first_rel, kBf16FirstTol) << what << " " << path;
+        EXPECT_LE(c.max_rel, kBf16Tol) << what << " " << path;
+        EXPECT_EQ(c.argmax_mismatch, 0) << what << " " << path;
+      }
     }
   }
 }

@@ -16,6 +16,15 @@ Two independent code paths compute the same function:
 
 In float64 the two agree to ~1e-13 relative L2, which checks each against the other.
 
+``--round-bf16`` (``set_round_bf16(model, True)``) emulates the engine's bf16 precision mode
+instead: the input of every matmul whose weight is stored BF16 or MXFP4 is rounded to bf16
+(through fp32, round to nearest even) and the product taken in float64. The MoE router keeps its
+input exact (the engine runs it in fp32), as does every non-matmul step. MLA rounds where the
+engine's matmuls are: the latent before W_UK / W_UV in the expanded prefill form, the query
+before W_UKᵀ and the attention output ō before W_UV in the absorbed form. The engine's bf16
+mode then differs from this only by its fp32 arithmetic, so its kernels are held tightly
+whatever the model's sensitivity to the rounding itself.
+
 API::
 
     model  = load(model_dir)
@@ -77,12 +86,13 @@ def bf16_bits_to_f64(u16):
     return (u16.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
-def read_safetensors(path):
+def read_safetensors(path, dtypes=None):
     """Parse one .safetensors file by hand.
 
     Layout: u64 little-endian header length N, N bytes of JSON {name: {dtype, shape,
     data_offsets: [begin, end)}} (offsets relative to byte 8+N), then raw little-endian data.
-    Returns {name: ndarray}; BF16/F32 become float64, U8 stays uint8.
+    Returns {name: ndarray}; BF16/F32 become float64, U8 stays uint8. `dtypes`, if a dict,
+    receives each tensor's stored dtype name.
     """
     with open(path, "rb") as f:
         buf = f.read()
@@ -97,6 +107,8 @@ def read_safetensors(path):
         raw = buf[base + begin: base + end]
         shape = tuple(info["shape"])
         dt = info["dtype"]
+        if dtypes is not None:
+            dtypes[name] = dt
         if dt == "BF16":
             arr = bf16_bits_to_f64(np.frombuffer(raw, dtype="<u2"))
         elif dt == "F32":
@@ -182,13 +194,14 @@ def load(model_dir, dtype=np.float64):
             shards = sorted(set(json.load(f)["weight_map"].values()))
     else:
         shards = ["model.safetensors"]
-    raw = {}
+    raw, stored = {}, {}
     for sh in shards:
-        for k, v in read_safetensors(os.path.join(model_dir, sh)).items():
+        for k, v in read_safetensors(os.path.join(model_dir, sh), stored).items():
             if k in raw:
                 raise ValueError(f"tensor {k} appears in two shards")
             raw[k] = v
-    tensors = {}
+    bf16_names = {k for k, dt in stored.items() if dt == "BF16"}
+    tensors, lowp = {}, set()
     for k, v in raw.items():
         if not k.startswith("language_model."):
             continue                                    # vision tower etc.: not the text model
@@ -196,12 +209,17 @@ def load(model_dir, dtype=np.float64):
         if short.endswith(".weight_packed"):
             base = short[: -len(".weight_packed")]
             tensors[base + ".weight"] = dequant_mxfp4(v, raw[k[: -len("weight_packed")] + "weight_scale"])
+            lowp.add(base + ".weight")
         elif short.endswith(".weight_scale"):
             continue                                    # consumed with its weight_packed
         else:
             tensors[short] = v
+            if k in bf16_names:
+                lowp.add(short)
     tensors = {k: v.astype(dtype) for k, v in tensors.items()}
-    return Model(cfg, tensors, top)
+    m = Model(cfg, tensors, top)
+    m.lowp = lowp  # names of the weights stored BF16 or MXFP4
+    return m
 
 
 # ------------------------------------------------------------------------------------------------
@@ -221,8 +239,36 @@ def rmsnorm(x, w, eps):
     return w * (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
 
 
-def linear(x, W):
-    """y = x · Wᵀ with W stored [out, in] (§0)."""
+# --round-bf16: ids of the weight arrays stored BF16 or MXFP4 (their matmul inputs are rounded).
+_ROUNDED = set()
+
+
+def round_bf16(x):
+    """x through fp32 to bf16, round to nearest even (the engine's rounding), back to float64."""
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def set_round_bf16(m, on):
+    """Round the inputs of m's low-precision matmuls to bf16 (True) or keep them exact."""
+    _ROUNDED.clear()
+    if on:
+        _ROUNDED.update(id(m.w[k]) for k in m.lowp)
+
+
+def rounds(name_or_arr, m=None):
+    """Whether a matmul with this weight (an array of m.w, or its name) rounds its input."""
+    if isinstance(name_or_arr, str):
+        return bool(_ROUNDED) and name_or_arr in m.lowp
+    return id(name_or_arr) in _ROUNDED
+
+
+def linear(x, W, exact=False):
+    """y = x · Wᵀ with W stored [out, in] (§0); x rounded to bf16 under --round-bf16 when W is
+    stored BF16/MXFP4, unless exact (the router)."""
+    if not exact and rounds(W):
+        x = round_bf16(x)
     return x @ W.T
 
 
@@ -412,23 +458,24 @@ def mla_layer(m, l, x, st, mode, trace):
     mask = np.arange(S)[None, :] <= (T0 + np.arange(T))[:, None]    # [T, S]
     scale = (dn + dr) ** -0.5
     Wkvb = w[p + "kv_b_proj.weight"].reshape(Hm, dn + dv, Lkv)      # [Hm, dn+dv, Lkv]
+    rnd = round_bf16 if rounds(p + "kv_b_proj.weight", m) else (lambda a: a)  # --round-bf16
     W_UK, W_UV = Wkvb[:, :dn, :], Wkvb[:, dn:, :]                    # [Hm,dn,Lkv], [Hm,dv,Lkv]
     if mode == "prefill":
         # §4.2 expanded: per-head K = [k^N ; r], V from the latent
-        kN = np.einsum("hnc,sc->shn", W_UK, st["c"])                 # [S, Hm, dn]
-        vv = np.einsum("hvc,sc->shv", W_UV, st["c"])                 # [S, Hm, dv]
+        kN = np.einsum("hnc,sc->shn", W_UK, rnd(st["c"]))            # [S, Hm, dn]
+        vv = np.einsum("hvc,sc->shv", W_UV, rnd(st["c"]))            # [S, Hm, dv]
         s = (np.einsum("thn,shn->hts", qN, kN) + np.einsum("thr,sr->hts", qR, st["r"])) * scale
         s = np.where(mask[None], s, -np.inf)                         # [Hm, T, S]
         pr = softmax(s, axis=-1)
         o = np.einsum("hts,shv->thv", pr, vv)                        # [T, Hm, dv]
     else:
         # §4.3 absorbed: q̃ = W_UKᵀ q^N in latent space, attend over the cached (ĉ, r)
-        qt = np.einsum("hnc,thn->thc", W_UK, qN)                     # [T, Hm, Lkv]
+        qt = np.einsum("hnc,thn->thc", W_UK, rnd(qN))                # [T, Hm, Lkv]
         s = (np.einsum("thc,sc->hts", qt, st["c"]) + np.einsum("thr,sr->hts", qR, st["r"])) * scale
         s = np.where(mask[None], s, -np.inf)                         # [Hm, T, S]
         pr = softmax(s, axis=-1)
         obar = np.einsum("hts,sc->thc", pr, st["c"])                 # [T, Hm, Lkv]
-        o = np.einsum("hvc,thc->thv", W_UV, obar)                    # [T, Hm, dv]
+        o = np.einsum("hvc,thc->thv", W_UV, rnd(obar))               # [T, Hm, dv]
     O = o.reshape(T, Hm * dv)                                        # index h·dv + j
     if trace is not None:
         trace[f"layers.{l}.attn_core"] = O
@@ -454,7 +501,7 @@ def router(m, l, x):
     cfg = m.cfg
     p = m.layer(l) + "block_sparse_moe.gate."
     E, k = cfg["num_experts"], cfg["num_experts_per_token"]
-    s = sigmoid(linear(x, m.w[p + "weight"]))                       # [T, E] unbiased scores
+    s = sigmoid(linear(x, m.w[p + "weight"], exact=True))           # [T, E] unbiased scores
     biased = s + m.w[p + "e_score_correction_bias"][None, :]        # bias ONLY for selection
     sel = np.argsort(-biased, axis=-1, kind="stable")[:, :k]        # [T, k]
     ws = np.take_along_axis(s, sel, axis=-1)                        # [T, k] from unbiased s
@@ -474,7 +521,7 @@ def latent_moe(m, l, x, trace=None):
     E = cfg["num_experts"]
     wts, _ = router(m, l, x)                                        # [T, E]
     if trace is not None:
-        trace[f"layers.{l}.moe.router_logits"] = linear(x, w[p + "gate.weight"])   # [T, E]
+        trace[f"layers.{l}.moe.router_logits"] = linear(x, w[p + "gate.weight"], exact=True)
         trace[f"layers.{l}.moe.weights"] = wts                      # [T, E], 0 = not selected
     z = linear(x, w[p + "routed_expert_down_proj.weight"])          # [T, Lt] latent
     c = np.zeros_like(z)                                            # [T, Lt] combine
@@ -601,8 +648,11 @@ def main(argv=None):
     ap.add_argument("--decode", action="store_true", help="token-by-token path instead of prefill")
     ap.add_argument("-o", "--out", help="write float32 logits [T, vocab] to this .npy")
     ap.add_argument("--trace", help="write all named intermediates (float64) to this .npz")
+    ap.add_argument("--round-bf16", action="store_true",
+                    help="emulate the engine's bf16 precision mode (the matmul inputs rounded)")
     args = ap.parse_args(argv)
     m = load(args.model_dir)
+    set_round_bf16(m, args.round_bf16)
     if args.ids:
         ids = [int(s) for s in args.ids.split(",") if s.strip()]
     else:
