@@ -186,6 +186,20 @@ class TrainedDefault : public Golden {
     set_isa(saved_isa_);
     set_precision(Precision::fp32);
   }
+  // fn(path name) on every bf16 path: each CPU path, with vdpbf16ps and with its fallback
+  // where the CPU has AVX512_BF16.
+  template <typename F>
+  void for_each_bf16_path(F&& fn) {
+    set_precision(Precision::bf16);
+    for (Isa isa : supported_isas()) {
+      set_isa(isa);
+      for (bool native : {false, true}) {
+        if (native && !bf16_dot_available()) continue;
+        set_bf16_dot_allowed(native);
+        fn(std::string(isa_name(isa)) + (native ? "+vdpbf16ps" : "+fallback"));
+      }
+    }
+  }
   std::vector<float> reference(const char* name) {
     NpyArray a = npy_read_f32(kData + name);
     EXPECT_EQ(a.shape, (std::vector<int64_t>{static_cast<int64_t>(ids_.size()), V_}));
@@ -202,20 +216,12 @@ TEST_P(TrainedDefault, Fp32MatchesReference) {
 }
 
 TEST_P(TrainedDefault, Bf16MatchesReferenceOnEveryPath) {
-  set_precision(Precision::bf16);
-  for (Isa isa : supported_isas()) {
-    set_isa(isa);
-    for (bool native : {false, true}) {
-      if (native && !bf16_dot_available()) continue;
-      set_bf16_dot_allowed(native);
-      const std::string path = std::string(isa_name(isa)) + (native ? "+vdpbf16ps" : "+fallback");
-      Sequence a(*model_), b(*model_);
-      expect_close(a.prefill(ids_), reference("logits_prefill.npy"), "bf16 prefill " + path,
-                   kBf16Tol);
-      expect_close(decode_all(b, 0), reference("logits_decode.npy"), "bf16 decode " + path,
-                   kBf16Tol);
-    }
-  }
+  for_each_bf16_path([&](const std::string& path) {
+    Sequence a(*model_), b(*model_);
+    expect_close(a.prefill(ids_), reference("logits_prefill.npy"), "bf16 prefill " + path,
+                 kBf16Tol);
+    expect_close(decode_all(b, 0), reference("logits_decode.npy"), "bf16 decode " + path, kBf16Tol);
+  });
 }
 
 // The kernels of the bf16 mode held tightly: the same runs against a float64 reference that
@@ -232,27 +238,20 @@ TEST_P(TrainedDefault, Bf16MatchesReferenceOnEveryPath) {
 constexpr double kBf16FirstTol = 1e-5;
 
 TEST_P(TrainedDefault, Bf16MatchesRoundingReferenceOnEveryPath) {
-  set_precision(Precision::bf16);
   const std::vector<float> want_prefill = reference("logits_prefill_bf16.npy");
   const std::vector<float> want_decode = reference("logits_decode_bf16.npy");
-  for (Isa isa : supported_isas()) {
-    set_isa(isa);
-    for (bool native : {false, true}) {
-      if (native && !bf16_dot_available()) continue;
-      set_bf16_dot_allowed(native);
-      const std::string path = std::string(isa_name(isa)) + (native ? "+vdpbf16ps" : "+fallback");
-      Sequence a(*model_), b(*model_);
-      for (const auto& [what, got, want] : {std::tuple{"prefill", a.prefill(ids_), &want_prefill},
-                                            std::tuple{"decode", decode_all(b, 0), &want_decode}}) {
-        const Compare c = compare(got, *want, V_);
-        std::printf("    bf16 %-7s %-20s vs rounding ref: position 0 %.3e, worst %.3e (%lld)\n",
-                    what, path.c_str(), c.first_rel, c.max_rel, (long long)c.worst);
-        EXPECT_LE(c.first_rel, kBf16FirstTol) << what << " " << path;
-        EXPECT_LE(c.max_rel, kBf16Tol) << what << " " << path;
-        EXPECT_EQ(c.argmax_mismatch, 0) << what << " " << path;
-      }
+  for_each_bf16_path([&](const std::string& path) {
+    Sequence a(*model_), b(*model_);
+    for (const auto& [what, got, want] : {std::tuple{"prefill", a.prefill(ids_), &want_prefill},
+                                          std::tuple{"decode", decode_all(b, 0), &want_decode}}) {
+      const Compare c = compare(got, *want, V_);
+      std::printf("    bf16 %-7s %-20s vs rounding ref: position 0 %.3e, worst %.3e (%lld)\n", what,
+                  path.c_str(), c.first_rel, c.max_rel, (long long)c.worst);
+      EXPECT_LE(c.first_rel, kBf16FirstTol) << what << " " << path;
+      EXPECT_LE(c.max_rel, kBf16Tol) << what << " " << path;
+      EXPECT_EQ(c.argmax_mismatch, 0) << what << " " << path;
     }
-  }
+  });
 }
 
 // q8 precision (core/precision.h; docs/CPU.md): bf16 for the BF16 matmuls, and int8
