@@ -171,7 +171,23 @@ __global__ void __launch_bounds__(kDecodeThreads)
 // value columns (kLanes lanes × 4) of one (sequence, head); lane group r (256 / kLanes of
 // them) holds rows r, r + 256 / kLanes, …. kLanes = 8 makes twice the blocks of 16: at batch 1
 // (96 heads × 2 column tiles = 192 blocks on 132 SMs) the state's bytes then spread evenly
-// over the chip instead of two blocks' worth on some SMs and one on others.
+// over the chip instead of two blocks' worth on some SMs and one on others. The column sums
+// add a warp's lane groups by shuffles first, then the block's warps through shared memory.
+constexpr int kDecodeWarps = kDecodeThreads / 32;
+
+// p summed over the lane groups of this warp (lanes kLanes apart hold the same columns).
+template <int kLanes>
+__device__ inline float4 sum_lane_groups(float4 p) {
+#pragma unroll
+  for (int o = kLanes; o < 32; o <<= 1) {
+    p.x += __shfl_xor_sync(0xffffffffu, p.x, o);
+    p.y += __shfl_xor_sync(0xffffffffu, p.y, o);
+    p.z += __shfl_xor_sync(0xffffffffu, p.z, o);
+    p.w += __shfl_xor_sync(0xffffffffu, p.w, o);
+  }
+  return p;
+}
+
 template <int kLanes, int kRowsPerThread>
 __global__ void __launch_bounds__(kDecodeThreads)
     kda_decode_step4(const float* q, const float* k, const float* v, const float* g,
@@ -179,8 +195,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
                      float* o) {
   constexpr int kGroups = kDecodeThreads / kLanes;
   __shared__ float kk[kMaxK], qq[kMaxK], ag[kMaxK];
-  __shared__ float4 red[kGroups][kLanes];
+  __shared__ float4 red[kDecodeWarps][kLanes];
   const int si = blockIdx.x / vtiles, l = threadIdx.x % kLanes, rg = threadIdx.x / kLanes;
+  const int warp = threadIdx.x / 32, first_group = threadIdx.x % 32 < kLanes;
   const int j4 = (blockIdx.x % vtiles) * kLanes + l, V4 = V / 4, h = blockIdx.y;
   const bool col = j4 < V4;
   const int64_t row = seqs->t0[si] * H + h;
@@ -211,9 +228,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
           part.w += st[m].w * kv;
     }
   }
-  red[rg][l] = part;
+  part = sum_lane_groups<kLanes>(part);
+  if (first_group) red[warp][l] = part;
   __syncthreads();
-  for (int r = 0; r < kGroups; ++r) {
+  for (int r = 0; r < kDecodeWarps; ++r) {
     const float4 x = red[r][l];
     u.x -= x.x, u.y -= x.y, u.z -= x.z, u.w -= x.w;
   }
@@ -229,12 +247,13 @@ __global__ void __launch_bounds__(kDecodeThreads)
           part.w += st[m].w * qv;
     }
   }
+  part = sum_lane_groups<kLanes>(part);
   __syncthreads();  // every thread has read red
-  red[rg][l] = part;
+  if (first_group) red[warp][l] = part;
   __syncthreads();
   if (rg == 0 && col) {
     float4 out = make_float4(0, 0, 0, 0);
-    for (int r = 0; r < kGroups; ++r) {
+    for (int r = 0; r < kDecodeWarps; ++r) {
       const float4 x = red[r][l];
       out.x += x.x, out.y += x.y, out.z += x.z, out.w += x.w;
     }
