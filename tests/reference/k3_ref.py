@@ -257,11 +257,9 @@ def set_round_bf16(m, on):
         _ROUNDED.update(id(m.w[k]) for k in m.lowp)
 
 
-def rounds(name_or_arr, m=None):
-    """Whether a matmul with this weight (an array of m.w, or its name) rounds its input."""
-    if isinstance(name_or_arr, str):
-        return bool(_ROUNDED) and name_or_arr in m.lowp
-    return id(name_or_arr) in _ROUNDED
+def rounds(W):
+    """Whether a matmul with the weight W (an array of the model's w) rounds its input."""
+    return id(W) in _ROUNDED
 
 
 def linear(x, W, exact=False):
@@ -458,12 +456,13 @@ def mla_layer(m, l, x, st, mode, trace):
     mask = np.arange(S)[None, :] <= (T0 + np.arange(T))[:, None]    # [T, S]
     scale = (dn + dr) ** -0.5
     Wkvb = w[p + "kv_b_proj.weight"].reshape(Hm, dn + dv, Lkv)      # [Hm, dn+dv, Lkv]
-    rnd = round_bf16 if rounds(p + "kv_b_proj.weight", m) else (lambda a: a)  # --round-bf16
+    rnd = round_bf16 if rounds(w[p + "kv_b_proj.weight"]) else (lambda a: a)  # --round-bf16
     W_UK, W_UV = Wkvb[:, :dn, :], Wkvb[:, dn:, :]                    # [Hm,dn,Lkv], [Hm,dv,Lkv]
     if mode == "prefill":
         # §4.2 expanded: per-head K = [k^N ; r], V from the latent
-        kN = np.einsum("hnc,sc->shn", W_UK, rnd(st["c"]))            # [S, Hm, dn]
-        vv = np.einsum("hvc,sc->shv", W_UV, rnd(st["c"]))            # [S, Hm, dv]
+        c = rnd(st["c"])                                             # [S, Lkv]
+        kN = np.einsum("hnc,sc->shn", W_UK, c)                       # [S, Hm, dn]
+        vv = np.einsum("hvc,sc->shv", W_UV, c)                       # [S, Hm, dv]
         s = (np.einsum("thn,shn->hts", qN, kN) + np.einsum("thr,sr->hts", qR, st["r"])) * scale
         s = np.where(mask[None], s, -np.inf)                         # [Hm, T, S]
         pr = softmax(s, axis=-1)

@@ -197,7 +197,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   __shared__ float kk[kMaxK], qq[kMaxK], ag[kMaxK];
   __shared__ float4 red[kDecodeWarps][kLanes];
   const int si = blockIdx.x / vtiles, l = threadIdx.x % kLanes, rg = threadIdx.x / kLanes;
-  const int warp = threadIdx.x / 32, first_group = threadIdx.x % 32 < kLanes;
+  const int warp = threadIdx.x / 32;
+  const bool first_group = threadIdx.x % 32 < kLanes;  // writes its warp's sums
   const int j4 = (blockIdx.x % vtiles) * kLanes + l, V4 = V / 4, h = blockIdx.y;
   const bool col = j4 < V4;
   const int64_t row = seqs->t0[si] * H + h;
