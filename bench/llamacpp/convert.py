@@ -15,6 +15,8 @@ experts). Two things are adapted around it, each announced on stderr:
     k3.cpp checkpoint with its own BPE does not ship. The vocabulary is built here instead from
     the checkpoint's tiktoken.model and tokenizer_config.json: the same ids, byte-level token
     strings and BPE merges recovered from the ranks, so llama.cpp tokenises text like k3 does.
+    A checkpoint with no tokenizer (a benchmark slice from `k3 init`) gets the 256 byte tokens
+    and placeholders up to vocab_size: the ids line up, which is all a benchmark needs.
 The output is written to OUT.gguf.tmp and renamed when complete.
 """
 import base64
@@ -56,7 +58,12 @@ def read_special_tokens(path):
 def vocab_from_checkpoint(model, gguf, as_text, split_in_two):
     """Writes the GGUF vocabulary of `model` (a llama.cpp TextModel) from its tiktoken files."""
     ckpt = str(model.dir_model)
-    ranks = read_tiktoken_ranks(os.path.join(ckpt, "tiktoken.model"))
+    tiktoken_path = os.path.join(ckpt, "tiktoken.model")
+    if os.path.exists(tiktoken_path):
+        ranks = read_tiktoken_ranks(tiktoken_path)
+    else:  # a benchmark checkpoint without a tokenizer: the 256 bytes, then placeholders
+        ranks = {bytes([b]): b for b in range(256)}
+        note("no tiktoken.model: a vocabulary of the 256 byte tokens and placeholders")
     specials = read_special_tokens(os.path.join(ckpt, "tokenizer_config.json"))
     vocab_size = int(model.hparams["vocab_size"])
     by_id = {rank: as_text(token) for token, rank in ranks.items()}
@@ -101,8 +108,8 @@ def main():
         sys.exit(2)
     ckpt, out = sys.argv[1], os.path.abspath(sys.argv[2])
     outtype = sys.argv[4:5]
-    if not os.path.exists(os.path.join(ckpt, "tiktoken.model")):
-        sys.exit(f"convert.py: {ckpt} has no tiktoken.model")
+    if not os.path.exists(os.path.join(ckpt, "config.json")):
+        sys.exit(f"convert.py: {ckpt} has no config.json")
     root = os.environ.get("LCPP_ROOT", os.path.expanduser("~/.cache/k3-llamacpp"))
     src = os.path.join(root, "src")
     if not os.path.exists(os.path.join(src, "convert_hf_to_gguf.py")):
