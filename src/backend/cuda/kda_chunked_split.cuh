@@ -106,13 +106,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 // transposed).
 constexpr int kVS = 32;
 constexpr int kLdS2 = kVS + 8, kLdA2 = kKP + 4, kLdK2 = kKP + 8;
+// Kg, e^{Γ_n} and the U / Oi columns are double-buffered: the next chunk's arrive while this
+// one's products run (one buffer each left all three loads exposed at every chunk). Wn / Qp has
+// one buffer (two would not fit): its next copy starts once the first product has read it.
 struct StateSmem {
   float S[kKP * kLdS2];     // the state tile [K, 32]
   float A[2 * kC * kLdA2];  // Wn (rows 0–63) over Qp (64–127)
-  float Kg[kC * kLdK2];
-  float Vn[kC * kLdS2];  // Ṽ
-  float egn[kKP];
+  float Kg[2][kC * kLdK2];
+  float UO[2][2 * kC * kLdS2];  // U's columns (rows 0–63) over Oi's (64–127)
+  float Vn[kC * kLdS2];         // Ṽ
+  float egn[2][kKP];
 };
+static_assert(sizeof(StateSmem) <= 227 * 1024, "the state pass fits one SM");
 
 // rows × kKP floats of a slot into shared rows of stride ld, in flight (cp.async).
 __device__ __forceinline__ void copy_rows(float* dst, int ld, const float* src, int rows) {
@@ -144,27 +149,37 @@ __global__ void __launch_bounds__(32 * kWS, 1)
   auto slot = [&](int c) {
     return ws + (static_cast<int64_t>(run.slot0 + c) * d.H + h) * slot_floats(Vp);
   };
-  auto copy_kg = [&](const float* w) {
-    copy_rows(sm.Kg, kLdK2, w + kSlotKg, kC);
-    if (tid < kKP / 4) cp_async16(sm.egn + 4 * tid, w + kSlotEgn + 4 * tid, true);
+  // Chunk c's Kg, e^{Γ_n}, U and Oi columns into buffer b (in flight).
+  auto copy_chunk = [&](int c, int b) {
+    const float* w = slot(c);
+    copy_rows(sm.Kg[b], kLdK2, w + kSlotKg, kC);
+    if (tid < kKP / 4) cp_async16(sm.egn[b] + 4 * tid, w + kSlotEgn + 4 * tid, true);
+    for (int e = tid; e < 2 * kC * kVS / 4; e += kThreadsS) {
+      const int r = e / (kVS / 4), j = e % (kVS / 4) * 4;  // U rows 0–63, then Oi's: adjacent
+      cp_async16(sm.UO[b] + r * kLdS2 + j, w + kSlotU + int64_t{r} * Vp + j0 + j, true);
+    }
   };
   const int chunks = static_cast<int>((run.n + kC - 1) / kC);
   copy_rows(sm.A, kLdA2, slot(0) + kSlotWn, 2 * kC);  // Wn and Qp are adjacent
-  copy_kg(slot(0));
+  copy_chunk(0, 0);
   commit_copies();
   for (int c = 0; c < chunks; ++c) {
-    const float* w = slot(c);
     const int n = static_cast<int>(std::min<int64_t>(kC, run.n - int64_t{c} * kC));
     const int64_t t = run.t0 + int64_t{c} * kC;
+    const int b = c % 2;
     asm volatile("cp.async.wait_all;\n" ::);
-    __syncthreads();
+    __syncthreads();  // chunk c's copies landed; buffer 1 − b was last read at chunk c − 1
+    if (c + 1 < chunks) {
+      copy_chunk(c + 1, 1 - b);
+      commit_copies();
+    }
     {  // Ṽ = U + Wn S (rows 0–63), O = Oi + Qp S (rows 64–127)
       const bool out = m0 >= kC;
       const int r0 = out ? m0 - kC : m0;
-      const float* init = w + (out ? slot_oi(Vp) : kSlotU);
+      const float* init = sm.UO[b] + (out ? kC * kLdS2 : 0);
       float acc[1][kNS][4];
       for_acc<1, kNS>(
-          r0, n0, [&](int, int nt, int e, int r, int j) { acc[0][nt][e] = init[r * Vp + j0 + j]; });
+          r0, n0, [&](int, int nt, int e, int r, int j) { acc[0][nt][e] = init[r * kLdS2 + j]; });
       warp_mma<kSplit>(
           acc, [&](int r, int i) { return sm.A[r * kLdA2 + i]; },
           [&](int i, int j) { return sm.S[i * kLdS2 + j]; }, m0, n0, 0, kKP);
@@ -182,22 +197,20 @@ __global__ void __launch_bounds__(32 * kWS, 1)
       commit_copies();
     }
     {  // S ← Diag(e^{Γ_n}) S + Kgᵀ Ṽ
+      const float* Kg = sm.Kg[b];
+      const float* egn = sm.egn[b];
       float acc[1][kNS][4];
       for_acc<1, kNS>(m0, n0, [&](int, int nt, int e, int i, int j) {
-        acc[0][nt][e] = sm.egn[i] * sm.S[i * kLdS2 + j];
+        acc[0][nt][e] = egn[i] * sm.S[i * kLdS2 + j];
       });
       warp_mma<kSplit>(
-          acc, [&](int i, int r) { return sm.Kg[r * kLdK2 + i]; },
+          acc, [&](int i, int r) { return Kg[r * kLdK2 + i]; },
           [&](int r, int j) { return sm.Vn[r * kLdS2 + j]; }, m0, n0, 0, kC);
       for_acc<1, kNS>(
           m0, n0, [&](int, int nt, int e, int i, int j) { sm.S[i * kLdS2 + j] = acc[0][nt][e]; });
     }
-    __syncthreads();
-    if (c + 1 < chunks) {
-      copy_kg(slot(c + 1));
-      commit_copies();
-    }
   }
+  __syncthreads();
   for (int e = tid; e < kKP * kVS; e += kThreadsS) {
     const int i = e / kVS, j = e % kVS;
     if (i < d.K && j0 + j < d.V) Sg[static_cast<int64_t>(i) * d.V + j0 + j] = sm.S[i * kLdS2 + j];
