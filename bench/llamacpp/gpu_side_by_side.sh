@@ -106,4 +106,5 @@ for round in $(seq "${ROUNDS:-1}"); do
     >>"$OUT/k3-bf16.txt" 2>&1
   grep -E "^decode batch|prefill" "$OUT/k3-bf16.txt" | tail -4 >>"$OUT/summary.txt"
 done
+python3 bench/llamacpp/gpu_table.py "$OUT" | tee -a "$OUT/summary.txt"
 log "done"
