@@ -201,6 +201,7 @@ void Scheduler::drop_cancelled() {
 }
 
 void Scheduler::admit_waiting() {
+  bool admitted = false;
   while (static_cast<int64_t>(running_.size()) < opt_.parallel) {
     std::shared_ptr<RequestChannel> ch;
     {
@@ -238,8 +239,12 @@ void Scheduler::admit_waiting() {
       continue;
     }
     running_.push_back(std::move(a));
+    admitted = true;
   }
   n_running_ = static_cast<int64_t>(running_.size());  // drops the ones that did not start
+  // The gauges count an admitted request at once, not after its first step: /metrics read
+  // while that step streams its first tokens must not still say it is not running.
+  if (admitted) publish_gauges();
 }
 
 bool Scheduler::build_batch() {

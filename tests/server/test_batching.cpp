@@ -67,6 +67,24 @@ TEST(Batching, GreedyBatchedEqualsOneAtATime) {
   EXPECT_EQ(batched_m.completion_tokens, single_m.completion_tokens);
 }
 
+// /metrics must count a request as running as soon as it streams: the gauges were published
+// only after each step (and its test delay), so a reader that saw the first tokens could still
+// read 0 running (the chat page's stop test did, once).
+TEST(Batching, RunningGaugeCountsARequestBeforeItsFirstStepEnds) {
+  Metrics m;
+  Scheduler s(*tiny().model, tiny().tok, {.parallel = 2, .cache_bytes = 0, .step_delay_ms = 1000},
+              m);
+  auto a = greedy(prompt_of(10, 3), 100000);
+  ASSERT_EQ(s.submit(a), Admit::ok);
+  std::vector<server::TokenEvent> events;
+  for (int i = 0; i < 200 && events.empty(); ++i) a->wait(events, std::chrono::milliseconds(20));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(m.gauges.running, 1);  // within the step's 1 s delay
+  a->cancel();
+  ASSERT_TRUE(settle(s));
+  expect_pool_back_to_full(m);
+}
+
 TEST(Batching, CancelFreesTheSequenceAndBlocks) {
   Metrics m;
   Scheduler s(*tiny().model, tiny().tok, {.parallel = 2, .cache_bytes = 0}, m);
