@@ -1,27 +1,30 @@
 // Grouped GEMMs of the routed MXFP4 experts for large steps (moe_gemm.h says what is carried
-// how). One block computes a 128-slot × 128-weight-row tile of one expert: 8 warps in a 2 × 4
-// grid of 64 × 32 warp tiles, mma.sync m16n8k16 (bf16 in, fp32 accumulate), 64 columns a step.
-//   A (activations, bf16 parts): cp.async into a 3-stage ring, XOR-swizzled 16-byte chunks so
-//     that ldmatrix reads hit distinct banks; slots past the tile's end are zero-filled.
-//   B (weights): each thread loads 16 packed bytes (one 32-value group of one weight row) one
-//     step ahead into registers, decodes them into bf16 (exact) and stores them to a 2-stage
-//     shared tile: every weight value is decoded once per tile, not once per warp.
-// m16 fragments past the tile's slots are skipped (warp-uniform), so an expert of 73 slots
-// costs 80 rows of tensor work, not 128. The gate/up launch interleaves 8-row groups of gate
-// and up in its B tile so one thread holds gate and up of the same (slot, column) and applies
-// SiTU-GLU before storing h; the down launch stores fp32.
+// how). One block computes a 128-weight-row × 128-slot tile of one expert on the Hopper
+// warpgroup multiplier (wgmma): two warpgroups, each 64 weight rows × all the tile's slots,
+// D = W · Xᵀ with both operands read from shared memory, 64 columns a step.
+//   A (the weights): each thread loads 16 packed bytes (one 32-value group of one weight row)
+//     one step ahead into registers, decodes them into bf16 (exact) and stores them to a
+//     2-stage shared tile: every weight value is decoded once per tile.
+//   B (the activations, bf16 parts): cp.async into a 3-stage ring.
+//   Both tiles are K-major with the 128-byte swizzle that the wgmma descriptors describe.
+// The slots are the multiply's N, rounded up to 16 per tile (an expert of 73 slots costs 80
+// columns of tensor work, not 128). The gate/up launch interleaves 8-row groups of gate and
+// up in its weight tile, so one thread's accumulator rows g and g + 8 are gate and up of the
+// same column and it applies SiTU-GLU before storing h; the down launch stores fp32.
 #include <algorithm>
 
 #include "backend/cuda/moe_gemm.h"
 #include "backend/cuda/runtime.cuh"
+#include "backend/cuda/wgmma.cuh"
+#include "backend/cuda/wgmma_ops.cuh"
 
 namespace k3::cuda {
 namespace {
 
 constexpr int kBM = kGemmTileM;  // slots per tile
 constexpr int kBN = 128;         // weight rows per tile (gate/up: 64 of each)
-constexpr int kBK = 64;          // columns per step (two MXFP4 groups)
-constexpr int kThreads = 256;    // 8 warps: 2 (slots) × 4 (weight rows), 64 × 32 each
+constexpr int kBK = 64;          // columns per step (two MXFP4 groups): one 128-byte row
+constexpr int kThreads = 256;    // two warpgroups of 64 weight rows each
 constexpr int kStagesA = 3;
 constexpr int kTileElems = kBM * kBK;  // bf16 values in one A part or one B tile (16 KB)
 static_assert(kBM == kBN && kThreads == 2 * kBN, "one thread decodes one group of a B row");
@@ -43,21 +46,6 @@ __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\
 template <int kPending>
 __device__ inline void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
-__device__ inline void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// c [16x8 fp32] += a [16x16 bf16, row] · b [16x8 bf16, col]
-__device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 __device__ inline uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
@@ -156,6 +144,24 @@ __global__ void gather_parts(const float* z, const int32_t* choice_of, int64_t N
   }
 }
 
+// One step's multiplies of a warpgroup, committed as one group: w its 64 weight rows, x the
+// step's activation parts [kParts][kBM][kBK], N the slots rounded up to 16.
+template <int N, int kParts>
+__device__ inline void step_multiplies(float (&acc)[64], const __nv_bfloat16* w,
+                                       const __nv_bfloat16* x) {
+  const uint64_t w_desc = wgmma_desc_sw128(w);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBK / 16; ++kk) {
+#pragma unroll
+    for (int p = 0; p < kParts; ++p) {
+      const uint64_t x_desc = wgmma_desc_sw128(x + p * kTileElems);
+      wgmma_m64k16<N>(acc, wgmma_desc_k16(w_desc, kk), wgmma_desc_k16(x_desc, kk));
+    }
+  }
+  wgmma_commit();
+}
+
 struct GemmArgs {
   const __nv_bfloat16* xs;  // [P, N, C]
   MoeGemmTiles tiles;
@@ -176,7 +182,11 @@ __device__ inline void gemm_tile(const GemmArgs& g, int tile, uint8_t* smem) {
   const int rows = static_cast<int>(min(int64_t{kBM}, g.tiles.end[tile] - row0));
   const int64_t C = g.C, R = g.R;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wm = warp >> 2, wn = warp & 3;
+  const int wg = warp >> 2, wq = warp & 3;  // warpgroup (64 weight rows), warp in it
+  const int n_pad = (rows + 15) & ~15;      // the multiply's N: slots rounded up to 16
+  // A warpgroup whose 64 weight rows all lie past R (the last column tile) multiplies nothing.
+  const bool wg_live = kGateUp ? blockIdx.x * int64_t{kBN / 2} + wg * 32 < R
+                               : blockIdx.x * int64_t{kBN} + wg * 64 < R;
 
   // The B row this thread decodes (shared row b, group `half` of each step) and its source:
   // gate/up tiles hold 8-row groups j of gate (j even) and up (j odd) of the same 8 rows.
@@ -226,41 +236,43 @@ __device__ inline void gemm_tile(const GemmArgs& g, int tile, uint8_t* smem) {
     }
   };
 
-  float acc[4][4][4] = {};
-  auto compute = [&](int stage, int buf) {
-    const __nv_bfloat16* a_base = As + stage * kParts * kTileElems;
-    const __nv_bfloat16* b_base = Bs + buf * kTileElems;
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      uint32_t bf[4][2];
-#pragma unroll
-      for (int nj = 0; nj < 2; ++nj) {  // two n8 tiles per ldmatrix: (k 0-7, 8-15) × 2
-        const int n = wn * 32 + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
-        uint32_t r[4];
-        ldmatrix_x4(smem_addr(b_base + swz(n, kk * 2 + ((lane >> 3) & 1))), r);
-        bf[2 * nj][0] = r[0];
-        bf[2 * nj][1] = r[1];
-        bf[2 * nj + 1][0] = r[2];
-        bf[2 * nj + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < 4; ++mi) {
-        if (wm * 64 + mi * 16 >= rows) break;  // warp-uniform: past the tile's slots
-        const int m = wm * 64 + mi * 16 + (lane & 15);
-#pragma unroll
-        for (int p = 0; p < kParts; ++p) {
-          uint32_t a[4];
-          ldmatrix_x4(smem_addr(a_base + p * kTileElems + swz(m, kk * 2 + (lane >> 4))), a);
-#pragma unroll
-          for (int ni = 0; ni < 4; ++ni) mma(acc[mi][ni], a, bf[ni]);
-        }
-      }
+  float acc[64] = {};
+  // D [64 weight rows, n_pad slots] += W [rows, 64 columns] · X [slots, 64 columns]ᵀ.
+  auto issue = [&](int stage, int buf) {
+    if (!wg_live) return;
+    const __nv_bfloat16* w = Bs + buf * kTileElems + wg * 64 * kBK;
+    const __nv_bfloat16* x = As + stage * kParts * kTileElems;
+    switch (n_pad) {  // one straight run of multiplies per shape
+      case 16:
+        step_multiplies<16, kParts>(acc, w, x);
+        break;
+      case 32:
+        step_multiplies<32, kParts>(acc, w, x);
+        break;
+      case 48:
+        step_multiplies<48, kParts>(acc, w, x);
+        break;
+      case 64:
+        step_multiplies<64, kParts>(acc, w, x);
+        break;
+      case 80:
+        step_multiplies<80, kParts>(acc, w, x);
+        break;
+      case 96:
+        step_multiplies<96, kParts>(acc, w, x);
+        break;
+      case 112:
+        step_multiplies<112, kParts>(acc, w, x);
+        break;
+      default:
+        step_multiplies<128, kParts>(acc, w, x);
+        break;
     }
   };
 
-  // Pipeline: A(ks) lands two steps ahead, B(ks + 1) is decoded while A(ks) is in use and
-  // B(ks + 2)'s bytes are in flight; one barrier a step (it also retires the buffers that
-  // step ks - 1 read, which this step overwrites).
+  // Pipeline: X(ks) lands two steps ahead, W(ks + 1) is decoded while the multiplies of step
+  // ks run and W(ks + 2)'s bytes are in flight; one barrier a step (every thread has waited
+  // for its warpgroup's multiplies of step ks - 1, which read the buffers this step refills).
   load_b(0);
   store_b(0);
   if (nk > 1) load_b(1);
@@ -270,47 +282,43 @@ __device__ inline void gemm_tile(const GemmArgs& g, int tile, uint8_t* smem) {
   cp_async_commit();
   for (int ks = 0; ks < nk; ++ks) {
     cp_async_wait<1>();
+    fence_proxy_async();  // this thread's cp.async and decoded stores, for the multiplier
     __syncthreads();
+    issue(ks % kStagesA, ks & 1);
     if (ks + 2 < nk) load_a(ks + 2, (ks + 2) % kStagesA);
     cp_async_commit();
     if (ks + 1 < nk) {
       store_b((ks + 1) & 1);
       if (ks + 2 < nk) load_b(ks + 2);
     }
-    compute(ks % kStagesA, ks & 1);
+    wgmma_wait<0>();
   }
+  wgmma_pin(acc);
+  if (!wg_live) return;
 
-  // Epilogue: accumulator element (mi, ni, 2h + c) is slot wm·64 + mi·16 + lane/4 + 8h,
-  // tile row wn·32 + ni·8 + 2·(lane%4) + c.
+  // Epilogue: accumulator 4j + 2h + c is tile weight row wg·64 + wq·16 + lane/4 + 8h and slot
+  // 8j + 2·(lane%4) + c. Gate/up: rows h = 0 and 1 are gate and up of the same column.
+  const int lr = lane >> 2, t = lane & 3;  // accumulator row in the warp's 8, slot pair
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi) {
+  for (int j = 0; j < kBM / 8; ++j) {
+    if (8 * j >= n_pad) break;  // uniform
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm * 64 + mi * 16 + (lane >> 2) + 8 * h;
+    for (int c = 0; c < 2; ++c) {
+      const int r = 8 * j + 2 * t + c;
       if (r >= rows) continue;
       const int64_t slot = row0 + r;
       if (kGateUp) {
+        const int64_t col = blockIdx.x * int64_t{kBN / 2} + (wg * 4 + wq) * 8 + lr;
+        if (col >= R) continue;
+        __nv_bfloat16 h[kParts];
+        split_parts<kParts>(situ(acc[4 * j + c], acc[4 * j + 2 + c], g.situ), h);
 #pragma unroll
-        for (int pp = 0; pp < 2; ++pp) {  // n8 tiles (2pp, 2pp + 1) = (gate, up) of 8 columns
-          const int64_t col = blockIdx.x * int64_t{kBN / 2} + wn * 16 + pp * 8 + 2 * (lane & 3);
-          if (col >= R) continue;
-          __nv_bfloat16 h0[kParts], h1[kParts];
-          split_parts<kParts>(situ(acc[mi][2 * pp][2 * h], acc[mi][2 * pp + 1][2 * h], g.situ), h0);
-          split_parts<kParts>(
-              situ(acc[mi][2 * pp][2 * h + 1], acc[mi][2 * pp + 1][2 * h + 1], g.situ), h1);
-#pragma unroll
-          for (int p = 0; p < kParts; ++p) {
-            *reinterpret_cast<uint32_t*>(g.hs + (p * g.N + slot) * R + col) =
-                pack_bf16x2(h0[p], h1[p]);
-          }
-        }
+        for (int p = 0; p < kParts; ++p) g.hs[(p * g.N + slot) * R + col] = h[p];
       } else {
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni) {
-          const int64_t col = blockIdx.x * int64_t{kBN} + wn * 32 + ni * 8 + 2 * (lane & 3);
-          if (col >= R) continue;
-          *reinterpret_cast<float2*>(g.y + slot * R + col) =
-              make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+        for (int hh = 0; hh < 2; ++hh) {
+          const int64_t col = blockIdx.x * int64_t{kBN} + wg * 64 + wq * 16 + lr + 8 * hh;
+          if (col < R) g.y[slot * R + col] = acc[4 * j + 2 * hh + c];
         }
       }
     }
@@ -320,7 +328,10 @@ __device__ inline void gemm_tile(const GemmArgs& g, int tile, uint8_t* smem) {
 // grid (weight-row tiles, min(max_tiles, 65535)): blockIdx.y strides over the step's tiles.
 template <int kParts, bool kGateUp>
 __global__ void __launch_bounds__(kThreads) moe_gemm(GemmArgs g) {
-  extern __shared__ __align__(16) uint8_t smem[];
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  // The swizzled tiles want a 1024-byte aligned base (the launch adds the slack).
+  const auto off = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023u;
+  uint8_t* smem = smem_raw + ((1024u - off) & 1023u);
   const int n = *g.tiles.n;
   for (int tile = blockIdx.y; tile < n; tile += gridDim.y) {
     gemm_tile<kParts, kGateUp>(g, tile, smem);
@@ -330,7 +341,8 @@ __global__ void __launch_bounds__(kThreads) moe_gemm(GemmArgs g) {
 
 template <int kParts, bool kGateUp>
 void launch(const GemmArgs& a) {
-  constexpr size_t kSmem = size_t{kStagesA * kParts + 2} * kTileElems * sizeof(__nv_bfloat16);
+  constexpr size_t kSmem =
+      size_t{kStagesA * kParts + 2} * kTileElems * sizeof(__nv_bfloat16) + 1024;
   static bool configured = false;  // the attribute once per instantiation
   if (!configured) {
     check_cuda(
