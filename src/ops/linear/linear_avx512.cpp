@@ -33,24 +33,43 @@ inline float e8m0(uint8_t s) {
   return f;
 }
 
-// One MXFP4 group (16 bytes, 32 values) as two vectors, elements 0-15 and 16-31: both nibbles
-// are looked up in the scaled 16-entry signed table with one permute each, then interleaved
-// (low nibble = even element).
+// Sixteen E8M0 scales (n <= 16 of them; the rest read as 0) as floats, as e8m0() each.
+inline __m512 e8m0x16(const uint8_t* s, int64_t n) {
+  const __mmask16 valid = n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(valid, s));
+  __m512i bits = _mm512_slli_epi32(e, 23);
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                               _mm512_set1_epi32(0x00400000));
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)),
+                               _mm512_set1_epi32(0x7f800000));
+  return _mm512_castsi512_ps(bits);
+}
+
+// One MXFP4 group (16 bytes, 32 values) as two vectors, elements 0-15 and 16-31, in element
+// order with no interleaving step: the 16 bytes are broadcast to the four 128-bit lanes, one
+// in-lane byte shuffle per vector puts byte i/2 in the low byte of lane i, a variable shift
+// brings the high nibble down in the odd lanes, and one permute looks the nibbles up in the
+// scaled 16-entry signed table (the permute reads only the index's low four bits, so nothing
+// needs masking). Per group: 1 broadcast load, 2 byte shuffles, 2 shifts, 1 multiply, 2
+// permutes (the previous form took a widening load, 2 permutes and 2 two-source interleaves).
 struct GroupDecoder {
   __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
                                 -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-  __m512i even = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  __m512i odd = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  __m512i low4 = _mm512_set1_epi32(0x0f);
+  // Lane i of the first vector takes byte i/2, of the second byte 8 + i/2 (the shuffle's index
+  // is within each 128-bit lane, which holds all 16 bytes).
+  __m512i first_bytes = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  __m512i second_bytes =
+      _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  __m512i nibble_shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
 
-  void operator()(const uint8_t* bytes16, uint8_t scale, __m512& first, __m512& second) const {
-    const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(e8m0(scale)));
+  void operator()(const uint8_t* bytes16, float scale, __m512& first, __m512& second) const {
+    const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(scale));
     const __m512i b =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
-    const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(b, low4), scaled);
-    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), scaled);
-    first = _mm512_permutex2var_ps(lo, even, hi);
-    second = _mm512_permutex2var_ps(lo, odd, hi);
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
+    const __m512i i0 = _mm512_srlv_epi32(_mm512_shuffle_epi8(b, first_bytes), nibble_shift);
+    const __m512i i1 = _mm512_srlv_epi32(_mm512_shuffle_epi8(b, second_bytes), nibble_shift);
+    first = _mm512_permutexvar_ps(i0, scaled);
+    second = _mm512_permutexvar_ps(i1, scaled);
   }
 };
 
@@ -67,7 +86,7 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
   const GroupDecoder decode;
   for (int64_t g = 0; g < cols / 32; ++g) {
     __m512 a, b;
-    decode(packed + g * 16, scales[g], a, b);
+    decode(packed + g * 16, e8m0(scales[g]), a, b);
     _mm512_storeu_ps(out + g * 32, a);
     _mm512_storeu_ps(out + g * 32 + 16, b);
   }
@@ -144,27 +163,37 @@ void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64
 
 // y[a, b] for an A-token x 4-row tile read straight from MXFP4 weights: each group of the four
 // rows is decoded once and used by all A tokens (x1·v1 after x0·v0, as every path). p[b] and
-// sc[b] for b >= nb repeat a valid row (computed, not stored).
+// sc[b] for b >= nb repeat a valid row (computed, not stored). The scales are widened 16 groups
+// at a time into a small table, so each group's scale is a broadcast from memory, not scalar
+// work and a register broadcast.
 template <int A>
 void tile_mxfp4(const GroupDecoder& decode, const float* x, int64_t cols, const uint8_t* const* p,
                 const uint8_t* const* sc, int64_t nb, float* y, int64_t ldy) {
-  constexpr int kRows = 4;
+  constexpr int kRows = 4, kWindow = 16;  // groups per widened scale window
   __m512 acc[A][kRows];
 #pragma GCC unroll 4
   for (int a = 0; a < A; ++a)
 #pragma GCC unroll 4
     for (int b = 0; b < kRows; ++b) acc[a][b] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < cols / 32; ++g) {
-    __m512 v0[kRows], v1[kRows];
+  const int64_t groups = cols / 32;
+  alignas(64) float scale[kRows][kWindow];
+  for (int64_t w0 = 0; w0 < groups; w0 += kWindow) {
+    const int64_t wn = groups - w0 < kWindow ? groups - w0 : kWindow;
 #pragma GCC unroll 4
-    for (int b = 0; b < kRows; ++b) decode(p[b] + g * 16, sc[b][g], v0[b], v1[b]);
+    for (int b = 0; b < kRows; ++b) _mm512_store_ps(scale[b], e8m0x16(sc[b] + w0, wn));
+    for (int64_t k = 0; k < wn; ++k) {
+      const int64_t g = w0 + k;
+      __m512 v0[kRows], v1[kRows];
 #pragma GCC unroll 4
-    for (int a = 0; a < A; ++a) {
-      const __m512 x0 = _mm512_loadu_ps(x + a * cols + g * 32);
-      const __m512 x1 = _mm512_loadu_ps(x + a * cols + g * 32 + 16);
+      for (int b = 0; b < kRows; ++b) decode(p[b] + g * 16, scale[b][k], v0[b], v1[b]);
 #pragma GCC unroll 4
-      for (int b = 0; b < kRows; ++b)
-        acc[a][b] = _mm512_fmadd_ps(x1, v1[b], _mm512_fmadd_ps(x0, v0[b], acc[a][b]));
+      for (int a = 0; a < A; ++a) {
+        const __m512 x0 = _mm512_loadu_ps(x + a * cols + g * 32);
+        const __m512 x1 = _mm512_loadu_ps(x + a * cols + g * 32 + 16);
+#pragma GCC unroll 4
+        for (int b = 0; b < kRows; ++b)
+          acc[a][b] = _mm512_fmadd_ps(x1, v1[b], _mm512_fmadd_ps(x0, v0[b], acc[a][b]));
+      }
     }
   }
   store_tile<A, kRows>(acc, nb, y, ldy);
