@@ -73,6 +73,37 @@ struct GroupDecoder {
   }
 };
 
+// MXFP4 weights in this file's summation order for them (linear_kernels.h,
+// mxfp4_decode_pairs): a group as its 16 even elements, then its 16 odd ones. The low nibbles
+// of the 16 bytes are the even elements, the high ones the odd: one widening load, one shift
+// and two permutes into the scaled table (which reads only the index's low four bits), with no
+// byte shuffle or interleave. Microbenchmark, 512 x 512 in cache, one thread: 12.0 GB/s against
+// 8.6 for GroupDecoder and its natural order.
+struct PairDecoder {
+  __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
+                                -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+
+  void operator()(const uint8_t* bytes16, float scale, __m512& even, __m512& odd) const {
+    const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(scale));
+    const __m512i b =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
+    even = _mm512_permutexvar_ps(b, scaled);
+    odd = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), scaled);
+  }
+};
+
+// The 32 inputs of a group (two vectors, natural order) as its even and odd columns.
+struct PairColumns {
+  __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  __m512i odd_idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+
+  void operator()(const float* x32, __m512& even, __m512& odd) const {
+    const __m512 lo = _mm512_loadu_ps(x32), hi = _mm512_loadu_ps(x32 + 16);
+    even = _mm512_permutex2var_ps(lo, even_idx, hi);
+    odd = _mm512_permutex2var_ps(lo, odd_idx, hi);
+  }
+};
+
 void widen_bf16(const uint16_t* p, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(out + i, load_bf16(p + i));
@@ -89,6 +120,27 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
     decode(packed + g * 16, e8m0(scales[g]), a, b);
     _mm512_storeu_ps(out + g * 32, a);
     _mm512_storeu_ps(out + g * 32 + 16, b);
+  }
+}
+
+// mxfp4_decode in the pair order: each group's even elements, then its odd ones.
+void mxfp4_decode_pairs(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out) {
+  const PairDecoder decode;
+  for (int64_t g = 0; g < cols / 32; ++g) {
+    __m512 even, odd;
+    decode(packed + g * 16, e8m0(scales[g]), even, odd);
+    _mm512_storeu_ps(out + g * 32, even);
+    _mm512_storeu_ps(out + g * 32 + 16, odd);
+  }
+}
+
+void pair_columns(const float* x, int64_t n_rows, int64_t cols, float* out) {
+  const PairColumns pair;
+  for (int64_t i = 0; i < n_rows * cols; i += 32) {
+    __m512 even, odd;
+    pair(x + i, even, odd);
+    _mm512_storeu_ps(out + i, even);
+    _mm512_storeu_ps(out + i + 16, odd);
   }
 }
 
@@ -196,81 +248,90 @@ void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64
   rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
 }
 
-// y[a, b] for an A-token x 4-row tile read straight from MXFP4 weights: each group of the four
-// rows is decoded once and used by all A tokens (x1·v1 after x0·v0, as every path). p[b] and
-// sc[b] for b >= nb repeat a valid row (computed, not stored). The scales are widened 16 groups
-// at a time into a small table, so each group's scale is a broadcast from memory, not scalar
-// work and a register broadcast.
-template <int A>
-void tile_mxfp4(const GroupDecoder& decode, const float* x, int64_t cols, const uint8_t* const* p,
-                const uint8_t* const* sc, int64_t nb, float* y, int64_t ldy) {
-  constexpr int kRows = 4, kWindow = 16;  // groups per widened scale window
-  __m512 acc[A][kRows];
-#pragma GCC unroll 4
+// y[a, b] for an A-token x R-row tile read straight from MXFP4 weights, in the pair order:
+// each group of the R rows is decoded once (PairDecoder) and used by all A tokens, whose inputs
+// are paired per group in registers (x_odd·v_odd after x_even·v_even, as mxfp4_decode_pairs'
+// rows in the block product). p[b] and sc[b] for b >= nb repeat a valid row (computed, not
+// stored). The scales are widened 16 groups at a time into a small table, so each group's
+// scale is a broadcast from memory, not scalar work and a register broadcast.
+template <int A, int R>
+void tile_mxfp4(const float* x, int64_t cols, const uint8_t* const* p, const uint8_t* const* sc,
+                int64_t nb, float* y, int64_t ldy) {
+  constexpr int kWindow = 16;  // groups per widened scale window
+  const PairDecoder decode;
+  const PairColumns pair;
+  __m512 acc[A][R];
+#pragma GCC unroll 8
   for (int a = 0; a < A; ++a)
-#pragma GCC unroll 4
-    for (int b = 0; b < kRows; ++b) acc[a][b] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int b = 0; b < R; ++b) acc[a][b] = _mm512_setzero_ps();
   const int64_t groups = cols / 32;
-  alignas(64) float scale[kRows][kWindow];
+  alignas(64) float scale[R][kWindow];
   for (int64_t w0 = 0; w0 < groups; w0 += kWindow) {
     const int64_t wn = groups - w0 < kWindow ? groups - w0 : kWindow;
-#pragma GCC unroll 4
-    for (int b = 0; b < kRows; ++b) _mm512_store_ps(scale[b], e8m0x16(sc[b] + w0, wn));
+#pragma GCC unroll 8
+    for (int b = 0; b < R; ++b) _mm512_store_ps(scale[b], e8m0x16(sc[b] + w0, wn));
     for (int64_t k = 0; k < wn; ++k) {
       const int64_t g = w0 + k;
-      __m512 v0[kRows], v1[kRows];
-#pragma GCC unroll 4
-      for (int b = 0; b < kRows; ++b) decode(p[b] + g * 16, scale[b][k], v0[b], v1[b]);
-#pragma GCC unroll 4
-      for (int a = 0; a < A; ++a) {
-        const __m512 x0 = _mm512_loadu_ps(x + a * cols + g * 32);
-        const __m512 x1 = _mm512_loadu_ps(x + a * cols + g * 32 + 16);
-#pragma GCC unroll 4
-        for (int b = 0; b < kRows; ++b)
-          acc[a][b] = _mm512_fmadd_ps(x1, v1[b], _mm512_fmadd_ps(x0, v0[b], acc[a][b]));
+      __m512 xe[A], xo[A];
+#pragma GCC unroll 8
+      for (int a = 0; a < A; ++a) pair(x + a * cols + g * 32, xe[a], xo[a]);
+#pragma GCC unroll 8
+      for (int b = 0; b < R; ++b) {
+        __m512 even, odd;
+        decode(p[b] + g * 16, scale[b][k], even, odd);
+#pragma GCC unroll 8
+        for (int a = 0; a < A; ++a)
+          acc[a][b] = _mm512_fmadd_ps(xo[a], odd, _mm512_fmadd_ps(xe[a], even, acc[a][b]));
       }
     }
   }
-  store_tile<A, kRows>(acc, nb, y, ldy);
+  store_tile<A, R>(acc, nb, y, ldy);
 }
 
-// MXFP4 weights straight from storage, four rows at a time against up to four tokens at a time
-// (small T: each group is decoded once per four tokens, not stored).
-void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
-                int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
-  constexpr int kRows = 4;
-  constexpr int64_t kBlocksAhead = 4;  // as the BF16 tiles: the block four blocks on, into L2
-  const GroupDecoder decode;
+// A tokens (1 to 4) against rows [r0, r0+nr) of MXFP4 weights, R rows at a time.
+template <int A, int R>
+void rows_mxfp4(const float* x, const uint8_t* packed, const uint8_t* scales, int64_t cols,
+                int64_t r0, int64_t nr, float* y, int64_t ldy, bool fetch) {
+  constexpr int64_t kTilesAhead = 4;  // as the BF16 tiles: the tile four tiles on, into L2
   const int64_t pb = cols / 2, sb = cols / 32;
-  for (int64_t j0 = 0; j0 < nr; j0 += kRows) {
-    const int64_t n = nr - j0 < kRows ? nr - j0 : kRows;
-    const uint8_t *p[kRows], *sc[kRows];
-    for (int b = 0; b < kRows; ++b) {
+  for (int64_t j0 = 0; j0 < nr; j0 += R) {
+    const int64_t n = nr - j0 < R ? nr - j0 : R;
+    const uint8_t *p[R], *sc[R];
+    for (int b = 0; b < R; ++b) {
       const int64_t r = r0 + j0 + (b < n ? b : n - 1);
       p[b] = packed + r * pb;
       sc[b] = scales + r * sb;
     }
-    if (T <= 2) {  // a weight sweep (larger T reuses each block across its tokens)
-      prefetch_lines(packed + (r0 + j0 + kBlocksAhead * kRows) * pb, kRows * pb);
-      prefetch_lines(scales + (r0 + j0 + kBlocksAhead * kRows) * sb, kRows * sb);
+    if (fetch) {
+      prefetch_lines(packed + (r0 + j0 + kTilesAhead * R) * pb, R * pb);
+      prefetch_lines(scales + (r0 + j0 + kTilesAhead * R) * sb, R * sb);
     }
-    float* yj = y + r0 + j0;
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4)
-      tile_mxfp4<4>(decode, x + t * cols, cols, p, sc, n, yj + t * ldy, ldy);
-    switch (T - t) {
-      case 3:
-        tile_mxfp4<3>(decode, x + t * cols, cols, p, sc, n, yj + t * ldy, ldy);
-        break;
-      case 2:
-        tile_mxfp4<2>(decode, x + t * cols, cols, p, sc, n, yj + t * ldy, ldy);
-        break;
-      case 1:
-        tile_mxfp4<1>(decode, x + t * cols, cols, p, sc, n, yj + t * ldy, ldy);
-        break;
-      default:
-        break;
-    }
+    tile_mxfp4<A, R>(x, cols, p, sc, n, y + r0 + j0, ldy);
+  }
+}
+
+// MXFP4 weights straight from storage (small T: each group is decoded once per four tokens,
+// not stored): a lone token over 8-row tiles (the pairing of its inputs shared by more rows),
+// more tokens over 4-row tiles, four tokens at a time.
+void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
+                int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
+  const bool sweep = T <= 2;  // a weight sweep (larger T reuses each block across its tokens)
+  int64_t t = 0;
+  for (; t + 4 <= T; t += 4)
+    rows_mxfp4<4, 4>(x + t * cols, packed, scales, cols, r0, nr, y + t * ldy, ldy, false);
+  switch (T - t) {
+    case 3:
+      rows_mxfp4<3, 4>(x + t * cols, packed, scales, cols, r0, nr, y + t * ldy, ldy, false);
+      break;
+    case 2:
+      rows_mxfp4<2, 4>(x + t * cols, packed, scales, cols, r0, nr, y + t * ldy, ldy, sweep);
+      break;
+    case 1:
+      rows_mxfp4<1, 8>(x + t * cols, packed, scales, cols, r0, nr, y + t * ldy, ldy, sweep);
+      break;
+    default:
+      break;
   }
 }
 
@@ -333,6 +394,8 @@ const LinearKernels kLinearKernels = {.isa = "avx512",
                                       .mxfp4_direct_max_t = 7,
                                       .widen_bf16 = widen_bf16,
                                       .mxfp4_decode = mxfp4_decode,
+                                      .mxfp4_decode_pairs = mxfp4_decode_pairs,
+                                      .pair_columns = pair_columns,
                                       .gemv_bf16 = gemv_bf16,
                                       .gemv_mxfp4 = gemv_mxfp4,
                                       .block_product = block_product};
