@@ -240,7 +240,10 @@ std::vector<OpCase> cases() {
                      {64, 2, 16, 16},
                      {65, 2, 16, 8},
                      {130, 3, 32, 32},
-                     {200, 1, 16, 24}}) {
+                     {200, 1, 16, 24},
+                     {3, 2, 16, 64},  // V 64, 128, 256: the AVX-512 step's register widths
+                     {5, 1, 9, 128},
+                     {2, 1, 4, 256}}) {
     v.push_back(kda_case("kda_chunked", kKdaChunkedOp, s));
     v.push_back(kda_case("kda_recurrent", kKdaRecurrentOp, s));
   }

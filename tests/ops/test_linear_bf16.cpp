@@ -172,7 +172,9 @@ TEST(LinearBf16, EveryPathIsBatchInvariant) {
                                 {13, 128},
                                 {33, 256},
                                 {19, 40},
-                                {16, 512}}) {
+                                {16, 512},
+                                {11, 1024},    // a lone token row by row
+                                {5, 2080}}) {  // long rows: 8-row tiles
         if (f == MatFormat::mxfp4 && cols % 32 != 0) continue;
         std::mt19937_64 rng(17 + rows * cols);
         Weight w = random_weight(rng, rows, cols, f);

@@ -1,6 +1,8 @@
 // linear (BF16 / F32 / MXFP4 weights) against the double reference, and MXFP4 decoding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -108,7 +110,9 @@ TEST(Linear, EveryPathIsBatchInvariant) {
                                    {33, 256, 17},
                                    {7, 160, 4},
                                    {2, 8, 3},
-                                   {16, 512, 6}}) {
+                                   {16, 512, 6},
+                                   {9, 1056, 5},     // MXFP4: scales widened 16 groups at a time
+                                   {5, 2080, 3}}) {  // BF16 lone token: long rows
         if (f == MatFormat::mxfp4 && cols % 32 != 0) continue;
         std::mt19937_64 rng(3 + rows + cols);
         Weight w = random_weight(rng, rows, cols, f);
@@ -211,6 +215,39 @@ TEST(Mxfp4, EveryScaleAndCodeDecodesToTheFormula) {
         EXPECT_EQ(mxfp4_value_ref(packed.data(), scale.data(), i), want) << "scale " << s;
       }
     }
+  }
+  set_isa(saved);
+}
+
+// Every E8M0 scale, 0 (the subnormal 2^-127) and 255 (infinity) included, read by the direct
+// MXFP4 GEMV (T = 1, 2) as by the decoded rows of a larger batch: the same bits (NaN where the
+// scale is infinite and a code is zero). Row r has scale r in both its groups, so that no
+// larger scale hides it in the sum.
+TEST(Linear, DirectMxfp4TakesEveryScaleAsTheDecodedRows) {
+  constexpr int64_t kRows = 256, kCols = 64, kT = 9;
+  std::mt19937_64 rng(5);
+  Weight w = random_weight(rng, kRows, kCols, MatFormat::mxfp4);
+  std::vector<uint8_t> scales(kRows * kCols / 32);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>(i / 2);
+  // The last row (scale 255) all zero codes: 0 times infinity, NaN on every path.
+  std::fill_n(w.bytes.end() - kCols / 2, kCols / 2, uint8_t{0});
+  Mat m = w.mat;
+  m.scales = scales.data();
+  const std::vector<float> x = randn(rng, kT * kCols);
+  auto same = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+  const Isa saved = active_isa();
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    std::vector<float> all(kT * kRows), one(kRows), two(2 * kRows);
+    kLinearOp.cpu(x.data(), kT, m, all.data());
+    for (int64_t t = 0; t < kT; ++t) {
+      kLinearOp.cpu(x.data() + t * kCols, 1, m, one.data());
+      for (int64_t r = 0; r < kRows; ++r)
+        EXPECT_TRUE(same(one[r], all[t * kRows + r])) << isa_name(isa) << " t=" << t << " r=" << r;
+    }
+    kLinearOp.cpu(x.data(), 2, m, two.data());
+    for (int64_t i = 0; i < 2 * kRows; ++i)
+      EXPECT_TRUE(same(two[i], all[i])) << isa_name(isa) << " T=2 i=" << i;
   }
   set_isa(saved);
 }

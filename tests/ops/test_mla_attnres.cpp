@@ -228,9 +228,10 @@ std::vector<OpCase> cases() {
                      {7, 0, 2, 16, 8, 12, 32},
                      {5, 4, 4, 8, 0, 8, 16},
                      {3, 2, 2, 32, 16, 32, 48},
-                     {4, 3, 1, 1, 1, 1, 1},        // every width one
-                     {70, 0, 1, 8, 4, 8, 16},      // queries span two key tiles
-                     {2, 150, 2, 8, 4, 8, 16}}) {  // past spans several key tiles
+                     {4, 3, 1, 1, 1, 1, 1},            // every width one
+                     {70, 0, 1, 8, 4, 8, 16},          // queries span two key tiles
+                     {2, 150, 2, 8, 4, 8, 16},         // past spans several key tiles
+                     {2, 150, 2, 16, 16, 16, 144}}) {  // the same on the AVX-512 kernels
     v.push_back(mla_expanded_case(s));
     for (int64_t block : {0, 1, 4, 16}) v.push_back(mla_absorbed_case(s, block));
   }

@@ -3,9 +3,11 @@
 #include <vector>
 
 #include "backend/cuda/launchers.h"
+#include "core/cpu_isa.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
 #include "ops/kda/kda.h"
+#include "ops/kda/kda_step_kernels.h"
 
 namespace k3 {
 namespace {
@@ -37,9 +39,24 @@ void delta_step(const float* q, const float* k, const float* v, const float* g, 
   for (int64_t j = 0; j < V; ++j) o[j] = static_cast<float>(w[j]);
 }
 
+// The fp32 step on the SIMD kernel where there is one for V (decays exponentiated here, with
+// the same std::exp), else the portable one.
+void step_f32(const KdaStepKernels* simd, const float* q, const float* k, const float* v,
+              const float* g, float beta, int64_t K, int64_t V, float* S, float* u, float* w,
+              float* o) {
+  if (simd != nullptr) {
+    float* decay = thread_scratch<float, struct KdaDecayTag>(static_cast<size_t>(K));
+    for (int64_t i = 0; i < K; ++i) decay[i] = std::exp(g[i]);
+    if (simd->step(q, k, v, decay, beta, K, V, S, o)) return;
+  }
+  delta_step<float>(q, k, v, g, beta, K, V, S, u, w, o);
+}
+
 template <typename F>
 void run(const KdaInputs& in, KdaShape s, float* S, float* o) {
   const int64_t H = s.H, K = s.K, V = s.V;
+  const KdaStepKernels* simd =
+      isa_pick<const KdaStepKernels>(nullptr, nullptr, &avx512::kKdaStepKernels);
   parallel_for(H, H > 1, [&](int64_t h) {
     F* u = thread_scratch<F, struct KdaUTag>(static_cast<size_t>(V));
     F* w = thread_scratch<F, struct KdaWTag>(static_cast<size_t>(V));
@@ -52,8 +69,13 @@ void run(const KdaInputs& in, KdaShape s, float* S, float* o) {
     }
     for (int64_t t = 0; t < s.T; ++t) {
       const int64_t th = t * H + h;
-      delta_step<F>(in.q + th * K, in.k + th * K, in.v + th * V, in.g + th * K, in.beta[th], K, V,
-                    Sh, u, w, o + th * V);
+      if constexpr (std::is_same_v<F, float>) {
+        step_f32(simd, in.q + th * K, in.k + th * K, in.v + th * V, in.g + th * K, in.beta[th], K,
+                 V, Sh, u, w, o + th * V);
+      } else {
+        delta_step<F>(in.q + th * K, in.k + th * K, in.v + th * V, in.g + th * K, in.beta[th], K, V,
+                      Sh, u, w, o + th * V);
+      }
     }
     if constexpr (!std::is_same_v<F, float>) {
       for (int64_t i = 0; i < K * V; ++i) S[h * K * V + i] = static_cast<float>(Sh[i]);

@@ -115,14 +115,31 @@ void linear_fp32(const float* x, int64_t T, const Mat& w, float* y) {
   const LinearKernels* k = simd_kernels();
   if (k != nullptr && w.cols % k->lanes != 0) k = nullptr;
   if (k != nullptr && linear_direct(*k, x, T, w, y)) return;
+  // MXFP4 on a kernel table with the pair order: rows decoded in that order, and the inputs
+  // permuted to match once per call (linear_kernels.h).
+  const bool pairs = k != nullptr && w.format == MatFormat::mxfp4 && k->mxfp4_decode_pairs;
+  const float* xb = x;
+  if (pairs) {
+    float* xp = thread_scratch<float, struct LinearPairedXTag>(T * w.cols);
+    k->pair_columns(x, T, w.cols, xp);
+    xb = xp;
+  }
   const int64_t n_blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
   parallel_for(n_blocks, w.rows * w.cols * T > 32768, [&](int64_t b) {
     float* rows = thread_scratch<float, struct LinearRowsTag>(kRowsPerBlock * w.cols);
     const int64_t r0 = b * kRowsPerBlock;
     const int64_t nr = std::min(kRowsPerBlock, w.rows - r0);
-    for (int64_t j = 0; j < nr; ++j) mat_row(w, r0 + j, rows + j * w.cols);
+    for (int64_t j = 0; j < nr; ++j) {
+      if (pairs) {
+        const int64_t r = r0 + j;
+        k->mxfp4_decode_pairs(static_cast<const uint8_t*>(w.data) + r * (w.cols / 2),
+                              w.scales + r * (w.cols / kMxfp4Group), w.cols, rows + j * w.cols);
+      } else {
+        mat_row(w, r0 + j, rows + j * w.cols);
+      }
+    }
     if (k != nullptr) {
-      k->block_product(x, T, rows, nr, w.cols, w.rows, r0, y);
+      k->block_product(xb, T, rows, nr, w.cols, w.rows, r0, y);
     } else {
       block_product_scalar(x, T, rows, nr, w.cols, w.rows, r0, y);
     }

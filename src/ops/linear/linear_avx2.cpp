@@ -262,6 +262,8 @@ const LinearKernels kLinearKernels = {.isa = "avx2",
                                       .mxfp4_direct_max_t = 2,
                                       .widen_bf16 = widen_bf16,
                                       .mxfp4_decode = mxfp4_decode,
+                                      .mxfp4_decode_pairs = nullptr,  // natural order
+                                      .pair_columns = nullptr,
                                       .gemv_bf16 = gemv_bf16,
                                       .gemv_mxfp4 = gemv_mxfp4,
                                       .block_product = block_product};

@@ -144,8 +144,34 @@ void rows_bf16(const uint16_t* x, const uint16_t* w, int64_t cols, int64_t r0, i
   }
 }
 
-// Any T: 4-token x 4-row tiles, then a 2-token pass and a lone token over 8 rows. (6 x 4
-// tiles, 10 loads per 24 vdpbf16ps against 8 per 16, measured the same on K3-small's prefill.)
+// A lone token against rows [r0, r0+nr), each row read to its end before the next: one
+// sequential stream for the hardware prefetcher, as linear_avx512.cpp's lone_rows_bf16 (which
+// says why); each output still one accumulator over its chunks in order.
+void lone_rows_bf16(const uint16_t* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+                    float* y) {
+  constexpr int B = 8;  // rows reduced together (store_tile's transposed sums)
+  for (int64_t j0 = 0; j0 < nr; j0 += B) {
+    const int64_t n = nr - j0 < B ? nr - j0 : B;
+    const uint16_t* rows = w + (r0 + j0) * cols;
+    __m512 acc[1][B];
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) {
+      __m512 a = _mm512_setzero_ps();
+      if (b < n)
+        for (int64_t i = 0; i < cols; i += kCols)
+          a = dot(a, load32(x + i), load32(rows + b * cols + i));
+      acc[0][b] = a;
+    }
+    store_tile<1, B>(acc, n, y + r0 + j0, 0);
+  }
+}
+
+// Rows this long or shorter take lone_rows_bf16 for a lone token (as in linear_avx512.cpp).
+constexpr int64_t kLoneRowsMaxCols = 2048;
+
+// Any T: 4-token x 4-row tiles, then a 2-token pass and a lone token (one row at a time, or
+// over 8-row tiles on long rows). (6 x 4 tiles, 10 loads per 24 vdpbf16ps against 8 per 16,
+// measured the same on K3-small's prefill.)
 void gemv_bf16(const uint16_t* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
                int64_t nr, float* y, int64_t ldy) {
   int64_t t = 0;
@@ -155,7 +181,12 @@ void gemv_bf16(const uint16_t* x, int64_t T, const uint16_t* w, int64_t cols, in
     rows_bf16<2, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
     t += 2;
   }
-  if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
+  if (T - t != 1) return;
+  if (t == 0 && cols <= kLoneRowsMaxCols) {
+    lone_rows_bf16(x, w, cols, r0, nr, y);
+    return;
+  }
+  rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
 }
 
 // y[a, b] for an A-token x 4-row tile straight from MXFP4 weights: each group of the four rows

@@ -5,7 +5,8 @@
 //
 // Canonical order (batch invariance): every output y[t, r] is one SIMD accumulator of `lanes`
 // floats, FMA'd over `lanes`-column chunks in column order, then reduced in a fixed tree, on
-// every path of a table (tiles, lone rows, the fused BF16 / MXFP4 decode dots). So a
+// every path of a table (tiles, lone rows, the fused BF16 / MXFP4 decode dots; MXFP4 weights
+// on a table with mxfp4_decode_pairs take their columns in the pair order given there). So a
 // sequence's logits do not depend on what else is in its step. The paths need
 // cols % lanes == 0; linear falls back to its scalar code otherwise.
 #pragma once
@@ -23,6 +24,17 @@ struct LinearKernels {
   void (*widen_bf16)(const uint16_t* p, int64_t n, float* out);
   // out[cols] = one MXFP4 row decoded (cols % 32 == 0).
   void (*mxfp4_decode)(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out);
+  // MXFP4 weights' order, where not nullptr (AVX-512): the pair order, every 32-column group
+  // taken as its 16 even columns, then its 16 odd ones (chunk 2g lane i: column 32g + 2i, chunk
+  // 2g + 1 lane i: column 32g + 2i + 1), which the packed nibbles give without interleaving.
+  // gemv_mxfp4 pairs its inputs itself; the decoded-row path decodes rows in that order with
+  // mxfp4_decode_pairs and runs block_product on inputs permuted by pair_columns, so both
+  // paths keep one order per output. (mxfp4_decode stays in natural order for everyone else.)
+  void (*mxfp4_decode_pairs)(const uint8_t* packed, const uint8_t* scales, int64_t cols,
+                             float* out);
+  // out[n_rows, cols] = each row of x with every 32-column group's even columns first, then its
+  // odd ones (cols % 32 == 0).
+  void (*pair_columns)(const float* x, int64_t n_rows, int64_t cols, float* out);
   // y[t, r] for t < T, r in [r0, r0+nr): rows read straight from the stored BF16 weights
   // w [rows, cols] and widened in registers (token x row tiles); y has leading dimension ldy.
   // Any T.

@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "backend/cuda/launchers.h"
+#include "core/cpu_isa.h"
 #include "core/dot8.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
+#include "ops/mla/mla_kernels.h"
 
 namespace k3 {
 namespace {
@@ -45,23 +47,35 @@ struct OnlineSoftmax {
   }
 };
 
+// The SIMD scores and weighted sum for this shape, or nullptr (the portable loops).
+const MlaAbsorbedKernels* absorbed_kernels(const MlaShape& s) {
+  if (s.Dc % 16 != 0 || s.Dr % 16 != 0) return nullptr;
+  return isa_pick<const MlaAbsorbedKernels>(nullptr, nullptr, &avx512::kMlaAbsorbedKernels);
+}
+
 // One query of one head in the absorbed form: ob [Dc] = Σ_τ p_τ ĉ_τ over τ < n.
 void absorbed_query(const float* qt, const float* qr, const PagedRows& cache, int64_t n, MlaShape s,
                     float scale, float* p, float* ob) {
   const int64_t Dc = s.Dc, Dr = s.Dr;
+  const MlaAbsorbedKernels* k = absorbed_kernels(s);
+  const float* rows[kKeyTile];
   OnlineSoftmax sm;
   std::fill(ob, ob + Dc, 0.0f);
   for (int64_t t0 = 0; t0 < n; t0 += kKeyTile) {
     const int64_t m = std::min(kKeyTile, n - t0);
-    for (int64_t j = 0; j < m; ++j) {
-      const float* ct = cache.row(t0 + j);
-      p[j] = (dot8(qt, ct, Dc) + dot8(qr, ct + Dc, Dr)) * scale;
+    for (int64_t j = 0; j < m; ++j) rows[j] = cache.row(t0 + j);
+    if (k != nullptr) {
+      k->scores(qt, qr, rows, m, Dc, Dr, scale, p);
+      const float rescale = sm.absorb(p, m);
+      k->accumulate(p, rows, m, Dc, rescale, ob);
+      continue;
     }
+    for (int64_t j = 0; j < m; ++j)
+      p[j] = (dot8(qt, rows[j], Dc) + dot8(qr, rows[j] + Dc, Dr)) * scale;
     const float rescale = sm.absorb(p, m);
     for (int64_t c = 0; c < Dc; ++c) ob[c] *= rescale;
     for (int64_t j = 0; j < m; ++j) {
-      const float* ct = cache.row(t0 + j);
-      for (int64_t c = 0; c < Dc; ++c) ob[c] += p[j] * ct[c];
+      for (int64_t c = 0; c < Dc; ++c) ob[c] += p[j] * rows[j][c];
     }
   }
   const float inv = static_cast<float>(1.0 / sm.sum);
