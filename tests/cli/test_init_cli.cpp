@@ -42,7 +42,9 @@ const std::string kConfig = K3_SOURCE_DIR "/tests/data/models/c2_13layer/config.
 class Init : public ::testing::Test {
  protected:
   fs::path tmp(const std::string& name) {
-    fs::path p = fs::temp_directory_path() / ("k3_init_test_" + name);
+    // The pid too: two runs of the suite at once must not share it.
+    fs::path p =
+        fs::temp_directory_path() / ("k3_init_test_" + name + "_" + std::to_string(getpid()));
     fs::remove_all(p);
     made_.push_back(p);
     return p;

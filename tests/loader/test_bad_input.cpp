@@ -42,9 +42,11 @@ CliRun run_cli(const std::string& args) {
 class BadInput : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The pid too: two runs of the suite at once (a build and a CI clone) must not share it.
     dir_ =
         fs::temp_directory_path() /
-        ("k3_bad_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+        ("k3_bad_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+         "_" + std::to_string(getpid()));
     fs::remove_all(dir_);
     fs::copy(kSource, dir_);
     for (auto& e : fs::directory_iterator(dir_))
