@@ -113,25 +113,25 @@ void widen_bf16(const uint16_t* p, int64_t n, float* out) {
   }
 }
 
-void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out) {
-  const GroupDecoder decode;
+// A row's groups through a decoder: each group's 32 values as two vectors, stored in turn.
+template <class Decoder>
+void mxfp4_decode_row(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out) {
+  const Decoder decode;
   for (int64_t g = 0; g < cols / 32; ++g) {
-    __m512 a, b;
-    decode(packed + g * 16, e8m0(scales[g]), a, b);
-    _mm512_storeu_ps(out + g * 32, a);
-    _mm512_storeu_ps(out + g * 32 + 16, b);
+    __m512 first, second;
+    decode(packed + g * 16, e8m0(scales[g]), first, second);
+    _mm512_storeu_ps(out + g * 32, first);
+    _mm512_storeu_ps(out + g * 32 + 16, second);
   }
+}
+
+void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out) {
+  mxfp4_decode_row<GroupDecoder>(packed, scales, cols, out);
 }
 
 // mxfp4_decode in the pair order: each group's even elements, then its odd ones.
 void mxfp4_decode_pairs(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out) {
-  const PairDecoder decode;
-  for (int64_t g = 0; g < cols / 32; ++g) {
-    __m512 even, odd;
-    decode(packed + g * 16, e8m0(scales[g]), even, odd);
-    _mm512_storeu_ps(out + g * 32, even);
-    _mm512_storeu_ps(out + g * 32 + 16, odd);
-  }
+  mxfp4_decode_row<PairDecoder>(packed, scales, cols, out);
 }
 
 void pair_columns(const float* x, int64_t n_rows, int64_t cols, float* out) {
