@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "backend/cuda/cuda.h"
 #include "core/bf16.h"
+#include "core/precision.h"
 #include "ops/attn_res/attn_res.h"
 #include "ops/harness.h"
 #include "ops/mla/mla.h"
@@ -266,6 +268,35 @@ std::vector<OpCase> cases() {
 }
 
 static Register reg(cases());
+
+// The absorbed decode in bf16 precision on the device: the split-KV kernel with bf16 scores and
+// probabilities (hi parts only) against the double reference, with bf16 precision's own bound
+// (1e-2 of max|want|; the fp32-grade kernel keeps the op's 2e-5 above). Shapes: the model's
+// latent width (576-wide rows: the straight copy and conversion path) in contiguous and paged
+// caches with partial key tiles, several sequences and row groups, and a narrow width (the
+// general path). Skipped without a device.
+TEST(MlaDecodeBf16, CudaMatchesReference) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const Precision saved = active_precision();
+  set_precision(Precision::bf16);
+  cuda_set_host_staging(true);  // host pointers in and out, as the op harness does
+  const MlaShape wide{0, 0, 8, 128, 64, 128, 512}, small{0, 0, 3, 16, 8, 12, 32};
+  using Seqs = std::vector<std::pair<int64_t, int64_t>>;
+  for (const auto& [seqs, d, block] : {std::tuple{Seqs{{1, 37}, {7, 2}, {1, 130}}, wide, 16},
+                                       {Seqs{{2, 300}}, wide, 0},
+                                       {Seqs{{1, 700}, {1, 33}, {1, 0}}, wide, 1},
+                                       {Seqs{{7, 90}}, wide, 16},  // 56 rows: two row groups
+                                       {Seqs{{20, 3}, {1, 700}}, small, 16}}) {
+    const OpCase c = mla_batch_case(seqs, d, block, true);
+    std::mt19937_64 rng(7 + block + seqs.size() * 131 + d.Dc);
+    const Outputs out = c.run(rng, Impl::cuda);
+    const double err = rel_max_error(out.got, out.want, out.scale);
+    std::printf("mla decode bf16 [%s]: rel max error %.2e\n", c.shape.c_str(), err);
+    EXPECT_LE(err, 1e-2) << c.shape;
+  }
+  cuda_set_host_staging(false);
+  set_precision(saved);
+}
 
 // The two references agree: attending over expanded latents (rounded to fp32 once) equals
 // attending over the latents through kv_b.
