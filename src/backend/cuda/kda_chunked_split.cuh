@@ -132,17 +132,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // The state pass: 32 value columns a block, kWS = 8 or 16 warps (K3_KDA_STATE_WARPS). Row strides
-// for conflict-free fragment reads: A-fragment rows (Wn/Qp) and Kg (read transposed) 4 (mod 32)
-// words apart in fp32, 4 words too in bf16 (kKP + 8 halves); S and Ṽ (B fragments) 8 (mod 32).
+// for conflict-free fragment reads, in 32-bit words mod 32: A-fragment rows (Wn/Qp) 4 apart
+// (kKP + 4 floats, kKP + 8 halves); Kg (read transposed) 8 in fp32, 4 in bf16 (kKP + 8
+// elements either way); S and Ṽ (B fragments) 8.
 constexpr int kVS = 32;
-constexpr int kLdS2 = kVS + 8;
+constexpr int kLdS2 = kVS + 8, kLdK2 = kKP + 8;
 template <typename T>
 constexpr int lda2() {
   return sizeof(T) == 4 ? kKP + 4 : kKP + 8;
-}
-template <typename T>
-constexpr int ldk2() {
-  return kKP + 8;
 }
 // fp32 operands (kBuf = 2): Kg, e^{Γ_n} and the U / Oi columns double-buffered, the next chunk's
 // arriving while this one's products run; one block an SM. bf16 operands (kBuf = 1): one buffer
@@ -152,7 +149,7 @@ template <typename T, int kBuf>
 struct StateSmem {
   float S[kKP * kLdS2];     // the state tile [K, 32]
   T A[2 * kC * lda2<T>()];  // Wn (rows 0–63) over Qp (64–127)
-  T Kg[kBuf][kC * ldk2<T>()];
+  T Kg[kBuf][kC * kLdK2];
   float UO[kBuf][2 * kC * kLdS2];  // U's columns (rows 0–63) over Oi's (64–127)
   float Vn[kC * kLdS2];            // Ṽ
   float egn[kBuf][kKP];
@@ -185,7 +182,7 @@ __global__ void __launch_bounds__(32 * kWS, (state_blocks<kSplit, kWS>()))
     kda_state(const Run* runs, Dims d, int Vp, const char* ws, float* o) {
   using T = WsT<kSplit>;
   using L = Slot<T>;
-  constexpr int kBuf = kSplit ? 2 : 1, kLdA2 = lda2<T>(), kLdK2 = ldk2<T>();
+  constexpr int kBuf = kSplit ? 2 : 1, kLdA2 = lda2<T>();
   extern __shared__ float4 smem_raw[];
   StateSmemOf<kSplit>& sm = *reinterpret_cast<StateSmemOf<kSplit>*>(smem_raw);
   const int vt = Vp / kVS;
