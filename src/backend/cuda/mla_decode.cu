@@ -219,7 +219,7 @@ struct TileLoader {
   // The tile as bf16 (hi, and lo when split) in kh/kl; the async loader's copies of it must be
   // complete (cp.async.wait_group by the caller).
   __device__ void store(const Smem& sm, const float4* buf, int ldw, bool split) const {
-    if (kAsync && full_rows()) {  // (the async loader serves the bf16 kernel: no lo part)
+    if (kAsync && !split && full_rows()) {  // the bf16 kernel's tiles (hi parts only)
       store_full_rows(sm.kh + j * ldw + 4 * l, buf + j * c4 + l);
       return;
     }
