@@ -44,6 +44,9 @@ struct TrainConfig {
   std::string optimizer = "muon";   // muon (hidden matrices; AdamW for the rest) | adamw
   std::string balance = "qb";       // qb | qb-exact | lossfree | none
   int threads = 0;                  // 0: leave the engine's default
+  // Where the forward and backward run: cpu, or cuda (the windows of a micro-batch at once on
+  // the GPU; the optimiser and balancer stay on the host).
+  std::string device = "cpu";
   uint64_t seed = 0;
   int64_t eval_every = 0, eval_windows = 8, save_every = 0, log_every = 1;
   std::function<void(const std::string&)> log;  // one progress line (no newline)

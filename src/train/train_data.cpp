@@ -63,15 +63,36 @@ Window sample_window(const TokenStream& data, int64_t S, std::mt19937_64& rng) {
   return w;
 }
 
-EvalResult evaluate(const HParams& hp, const ParamSet& params, const TokenStream& data, int64_t S,
-                    int64_t windows, const TrainOptions& opt) {
+namespace {
+
+EvalResult eval_result(const TokenStream& data, int64_t S, int64_t count, double nats) {
+  int64_t bytes = 0;
+  for (int64_t w = 0; w < count; ++w) {
+    for (int64_t t = 1; t <= S; ++t) bytes += data.bytes[static_cast<size_t>(w * S + t)];
+  }
+  EvalResult r;
+  r.tokens = count * S;
+  r.loss = r.tokens > 0 ? nats / double(r.tokens) : 0;
+  r.perplexity = std::exp(r.loss);
+  r.bits_per_byte = bytes > 0 ? nats / std::log(2.0) / double(bytes) : 0;
+  return r;
+}
+
+int64_t eval_windows(const TokenStream& data, int64_t S, int64_t windows) {
   const int64_t n = static_cast<int64_t>(data.ids.size());
   check(n >= S + 1, "held-out data: ", n, " tokens, fewer than one window of ", S + 1);
+  return std::min(windows, (n - 1) / S);
+}
+
+}  // namespace
+
+EvalResult evaluate(const HParams& hp, const ParamSet& params, const TokenStream& data, int64_t S,
+                    int64_t windows, const TrainOptions& opt) {
+  const int64_t count = eval_windows(data, S, windows);
   ParamSet scratch = params.zeros_like();  // names for the Scope; no backward runs
   TrainOptions plain = opt;
   plain.router_logits = nullptr;
   plain.loss_only = true;
-  const int64_t count = std::min(windows, (n - 1) / S);
   // The windows side by side, one per pool thread; summed in window order (any -t, same bits).
   std::vector<double> loss(static_cast<size_t>(std::max<int64_t>(count, 0)));
   parallel_for(count, true, [&](int64_t w) {
@@ -79,18 +100,20 @@ EvalResult evaluate(const HParams& hp, const ParamSet& params, const TokenStream
     loss[static_cast<size_t>(w)] = loss_and_grads(hp, params, in, in + 1, S, scratch, plain);
   });
   double nats = 0;
-  int64_t bytes = 0, tokens = 0;
+  for (int64_t w = 0; w < count; ++w) nats += loss[static_cast<size_t>(w)] * double(S);
+  return eval_result(data, S, count, nats);
+}
+
+EvalResult evaluate_with(const TokenStream& data, int64_t S, int64_t windows,
+                         const WindowLossSum& loss_sum) {
+  const int64_t count = eval_windows(data, S, windows);
+  std::vector<Window> ws(static_cast<size_t>(count));
   for (int64_t w = 0; w < count; ++w) {
-    nats += loss[static_cast<size_t>(w)] * double(S);
-    for (int64_t t = 1; t <= S; ++t) bytes += data.bytes[static_cast<size_t>(w * S + t)];
-    tokens += S;
+    const auto in = data.ids.begin() + w * S;
+    ws[size_t(w)].tokens.assign(in, in + S);
+    ws[size_t(w)].targets.assign(in + 1, in + S + 1);
   }
-  EvalResult r;
-  r.tokens = tokens;
-  r.loss = nats / double(tokens);
-  r.perplexity = std::exp(r.loss);
-  r.bits_per_byte = bytes > 0 ? nats / std::log(2.0) / double(bytes) : 0;
-  return r;
+  return eval_result(data, S, count, count > 0 ? loss_sum(ws) * double(S) : 0.0);
 }
 
 }  // namespace k3::train

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,5 +39,10 @@ struct EvalResult {
 // Up to `windows` consecutive non-overlapping windows of S from the start of `data`.
 EvalResult evaluate(const HParams& hp, const ParamSet& params, const TokenStream& data, int64_t S,
                     int64_t windows, const TrainOptions& opt = {});
+// The same with the windows' losses from elsewhere (the GPU pass): loss_sum returns the sum of
+// the windows' mean losses.
+using WindowLossSum = std::function<double(const std::vector<Window>&)>;
+EvalResult evaluate_with(const TokenStream& data, int64_t S, int64_t windows,
+                         const WindowLossSum& loss_sum);
 
 }  // namespace k3::train

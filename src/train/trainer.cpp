@@ -12,6 +12,7 @@
 #include "k3/train.h"
 #include "loader/checkpoint.h"
 #include "loader/tensor_table.h"
+#include "train/cuda/gpu_batch.h"
 #include "train/lr_schedule.h"
 #include "train/model_balance.h"
 #include "train/optimizer.h"
@@ -38,6 +39,8 @@ void validate(const TrainConfig& c) {
   check(c.optimizer == "muon" || c.optimizer == "adamw", "train: unknown optimizer '", c.optimizer,
         "' (muon or adamw)");
   check(c.eval_windows >= 1, "train: eval_windows must be at least 1");
+  check(c.device == "cpu" || c.device == "cuda", "train: unknown device '", c.device,
+        "' (cpu or cuda)");
   check(c.mtp_weight >= 0 && std::isfinite(c.mtp_weight),
         "train: the MTP loss weight must be a finite number >= 0");
 }
@@ -109,6 +112,14 @@ class Trainer {
     sched_.total = c.steps;
     sched_.validate();
     if (!c.resume_dir.empty()) resume();
+    if (c.device == "cuda") {
+      gpu_ = std::make_unique<GpuBatch>(hp_, params_, c.micro_batch);
+      if (c.log) {
+        c.log(
+            "note: training on the GPU is new and not yet validated on a GPU "
+            "(docs/TRAINING.md): compare its first steps with --device cpu");
+      }
+    }
   }
 
   TrainResult run() {
@@ -127,7 +138,7 @@ class Trainer {
       seconds += dt;
       if (!val_.ids.empty() && cfg_.eval_every > 0 &&
           (p.step % cfg_.eval_every == 0 || p.step == end)) {
-        const EvalResult e = evaluate(hp_, params_, val_, cfg_.seq_len, cfg_.eval_windows);
+        const EvalResult e = evaluate_val();
         p.val_loss = e.loss;
         p.val_bpb = e.bits_per_byte;
       }
@@ -153,7 +164,8 @@ class Trainer {
     for (int64_t i = 0; i < seqs; ++i) windows.push_back(sample_window(data_, cfg_.seq_len, rng_));
     TrainOptions opt;
     opt.mtp_weight = cfg_.mtp_weight;
-    const double loss = batch_.run(hp_, params_, windows, grads_, bal_.hook(), opt);
+    const double loss = gpu_ ? gpu_->run(params_, windows, grads_, bal_.hook(), opt)
+                             : batch_.run(hp_, params_, windows, grads_, bal_.hook(), opt);
     scale_grads(opt_.params(), static_cast<float>(1.0 / double(seqs)));
     TrainPoint p;
     p.grad_norm = clip_grad_norm(opt_.params(), cfg_.clip);
@@ -163,6 +175,15 @@ class Trainer {
     p.loss = loss / double(seqs);
     p.step = ++state_.step;
     return p;
+  }
+
+  EvalResult evaluate_val() {
+    if (!gpu_) return evaluate(hp_, params_, val_, cfg_.seq_len, cfg_.eval_windows);
+    return evaluate_with(val_, cfg_.seq_len, cfg_.eval_windows, [&](const std::vector<Window>& w) {
+      TrainOptions o;
+      o.loss_only = true;
+      return gpu_->run(params_, w, grads_, nullptr, o);
+    });
   }
 
   void resume() {
@@ -194,6 +215,7 @@ class Trainer {
   Optimizer opt_;
   ModelBalancer bal_;
   WindowBatch batch_;
+  std::unique_ptr<GpuBatch> gpu_;  // --device cuda
   std::mt19937_64 rng_;
   TokenStream data_, val_;
   LrSchedule sched_;

@@ -105,6 +105,10 @@ Args train_args() {
        Option("save-every", "", "N", "also checkpoint every N steps", "0").range(0),
        Option("log-every", "", "N", "progress line every N steps", "1").range(1),
        threads_option(),
+       {"device", "", "NAME",
+        "where the forward and backward run: cpu, or cuda (a micro-batch's windows at once on "
+        "the GPU)",
+        "cpu"},
        seed_option("0")});
 }
 
@@ -221,6 +225,7 @@ int cmd_train(int argc, char** argv) {
   c.eval_windows = args.integer("eval-windows");
   c.save_every = args.integer("save-every");
   c.log_every = args.integer("log-every");
+  c.device = args.str("device");
   apply_threads(args);
   c.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   c.on_save = [recipe = recipe_json(args)](const std::string& dir,
