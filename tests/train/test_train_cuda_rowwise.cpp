@@ -320,8 +320,8 @@ TEST(TrainCudaRowwise, Embed) {
     std::vector<float> out(s.rows * s.d);
     const Mat m{s.vocab, s.d, MatFormat::f32, table.data()};
     k3::embed_rows(m, ids.data(), s.rows, out.data());
-    k3::embed_rows_bwd(ids.data(), s.rows, s.d, dout.data(), dtable.data());
     DevBuf d_table = upload(table), d_dout = upload(dout), d_dtable = upload(dtable);
+    k3::embed_rows_bwd(ids.data(), s.rows, s.d, dout.data(), dtable.data());  // after the upload
     DevBuf d_out(s.rows * s.d);
     DevArray<int64_t> d_ids = upload(ids);
     gpu::embed_fwd(d_table.data(), d_ids.data(), s.rows, s.d, d_out.data());
