@@ -112,14 +112,7 @@ class Trainer {
     sched_.total = c.steps;
     sched_.validate();
     if (!c.resume_dir.empty()) resume();
-    if (c.device == "cuda") {
-      gpu_ = std::make_unique<GpuBatch>(hp_, params_, c.micro_batch);
-      if (c.log) {
-        c.log(
-            "note: training on the GPU is new and not yet validated on a GPU "
-            "(docs/TRAINING.md): compare its first steps with --device cpu");
-      }
-    }
+    if (c.device == "cuda") gpu_ = std::make_unique<GpuBatch>(hp_, params_, c.micro_batch);
   }
 
   TrainResult run() {
