@@ -64,7 +64,7 @@ if [ -z "${STEPS:-}" ]; then  # time 4 steps of every run at once, as they will 
   for run in $RUNS; do train "$run" 100 4 "$out/timing-$run" --eval-every 1000 >"$out/timing-$run.log" 2>&1 & done
   wait
   slowest=$(for run in $RUNS; do
-    grep -o 'wrote .*(4 steps, [0-9.]* tokens/s)' "$out/timing-$run.log" | grep -o '[0-9.]* tokens/s' | cut -d' ' -f1
+    grep -o 'wrote .*(4 steps, [0-9.]* tokens/s' "$out/timing-$run.log" | grep -o '[0-9.]* tokens/s' | cut -d' ' -f1
   done | sort -g | head -1)
   rm -rf "$out"/timing-*/
   STEPS=$(python3 -c "print(max(10, int($TRAIN_SECONDS * $slowest / $TOKENS_PER_STEP)))")

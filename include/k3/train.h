@@ -58,6 +58,9 @@ struct TrainConfig {
 struct TrainResult {
   std::vector<TrainPoint> history;  // every step since the run began (resumes included)
   double tokens_per_s = 0;          // training tokens / wall time of this call's steps
+  // Where this call's step time went (seconds): the forward and backward passes (windows
+  // drawn, gradients summed), and the update (scaling, clipping, optimiser, router balancing).
+  double pass_seconds = 0, update_seconds = 0;
 };
 
 TrainResult train_model(const TrainConfig& config);

@@ -146,7 +146,7 @@ class Trainer {
       if (cfg_.save_every > 0 && p.step % cfg_.save_every == 0 && p.step != end) save();
     }
     save();
-    return {state_.history, seconds > 0 ? tokens / seconds : 0};
+    return {state_.history, seconds > 0 ? tokens / seconds : 0, pass_seconds_, update_seconds_};
   }
 
  private:
@@ -157,14 +157,19 @@ class Trainer {
     for (int64_t i = 0; i < seqs; ++i) windows.push_back(sample_window(data_, cfg_.seq_len, rng_));
     TrainOptions opt;
     opt.mtp_weight = cfg_.mtp_weight;
+    const auto t0 = std::chrono::steady_clock::now();
     const double loss = gpu_ ? gpu_->run(params_, windows, grads_, bal_.hook(), opt)
                              : batch_.run(hp_, params_, windows, grads_, bal_.hook(), opt);
+    const auto t1 = std::chrono::steady_clock::now();
     scale_grads(opt_.params(), static_cast<float>(1.0 / double(seqs)));
     TrainPoint p;
     p.grad_norm = clip_grad_norm(opt_.params(), cfg_.clip);
     p.lr = sched_.at(state_.step);
     opt_.step(static_cast<float>(p.lr));
     p.max_vio = bal_.finish_step(params_).worst;
+    const auto t2 = std::chrono::steady_clock::now();
+    pass_seconds_ += std::chrono::duration<double>(t1 - t0).count();
+    update_seconds_ += std::chrono::duration<double>(t2 - t1).count();
     p.loss = loss / double(seqs);
     p.step = ++state_.step;
     return p;
@@ -213,6 +218,7 @@ class Trainer {
   TokenStream data_, val_;
   LrSchedule sched_;
   TrainState state_;
+  double pass_seconds_ = 0, update_seconds_ = 0;  // this call's steps (TrainResult)
 };
 
 }  // namespace

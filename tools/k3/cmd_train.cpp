@@ -236,8 +236,14 @@ int cmd_train(int argc, char** argv) {
     check(f.good(), "cannot write ", dir, "/train_recipe.json");
   };
   const TrainResult r = train_model(c);
-  std::fprintf(stderr, "k3 train: wrote %s (%zu steps, %.0f tokens/s)\n", c.out_dir.c_str(),
+  const double step_s = r.pass_seconds + r.update_seconds;
+  std::fprintf(stderr, "k3 train: wrote %s (%zu steps, %.0f tokens/s", c.out_dir.c_str(),
                r.history.size(), r.tokens_per_s);
+  if (step_s > 0) {  // where the time went: tells a slow optimiser from a slow pass
+    std::fprintf(stderr, "; step time: forward+backward %.0f%%, update %.0f%%",
+                 100 * r.pass_seconds / step_s, 100 * r.update_seconds / step_s);
+  }
+  std::fprintf(stderr, ")\n");
   return 0;
 }
 
