@@ -6,11 +6,15 @@
 #include "train/cuda/gpu_batch.h"
 
 #if defined(K3_HAVE_CUDA)
+#include <chrono>
+#include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "loader/tensor_table.h"
 #include "train/cuda/gpu_layers.h"
+#include "train/cuda/gpu_profile.h"
 
 namespace k3::train {
 namespace {
@@ -116,9 +120,11 @@ void layer_fwd(const HParams& hp, const Scope& ls, int64_t l, Rows r, Stream& st
   const Scope attn = ls.sub("self_attn.");
   DevBuf A;
   if (hp.attn_kind[size_t(l)] == AttnKind::kda) {
+    K3_PROFILE_PHASE("forward: KDA");
     t.kda = std::make_unique<gpu::KdaTape>();
     gpu::kda_fwd(attn, hp, t.x, r, *t.kda, A);
   } else {
+    K3_PROFILE_PHASE("forward: MLA");
     t.mla = std::make_unique<gpu::MlaTape>();
     gpu::mla_fwd(attn, hp, t.x, r, *t.mla, A);
   }
@@ -130,9 +136,11 @@ void layer_fwd(const HParams& hp, const Scope& ls, int64_t l, Rows r, Stream& st
   t.xf = gpu::rms(t.mm, d, ls("post_attention_layernorm.weight"), eps);
   DevBuf F;
   if (hp.is_moe_layer(l)) {
+    K3_PROFILE_PHASE("forward: MoE");
     t.moe = std::make_unique<gpu::MoeTape>();
     gpu::moe_fwd(ls.sub("block_sparse_moe."), hp, t.xf, r, *t.moe, F);
   } else {
+    K3_PROFILE_PHASE("forward: dense FFN");
     t.dense = std::make_unique<gpu::GluTape>();
     gpu::glu_fwd(ls.sub("mlp."), kDense, hp, t.xf, N, *t.dense, F);
   }
@@ -147,8 +155,10 @@ void layer_back(const HParams& hp, const Scope& ls, Rows r, Stream& st, const La
   gpu::add_scaled(dF.data(), N * d, 1.0f, st.grad[size_t(t.p_attn)].data());
   DevBuf dxf(N * d), dmm(N * d);
   if (t.moe) {
+    K3_PROFILE_PHASE("backward: MoE");
     gpu::moe_back(ls.sub("block_sparse_moe."), hp, t.xf, r, *t.moe, dF, dxf);
   } else {
+    K3_PROFILE_PHASE("backward: dense FFN");
     gpu::glu_back(ls.sub("mlp."), kDense, hp, t.xf, N, *t.dense, dF, dxf);
   }
   gpu::rms_back(t.mm, d, ls("post_attention_layernorm.weight"), eps, dxf, dmm);
@@ -161,8 +171,10 @@ void layer_back(const HParams& hp, const Scope& ls, Rows r, Stream& st, const La
   DevBuf dx(N * d), da(N * d);
   const Scope attn = ls.sub("self_attn.");
   if (t.kda) {
+    K3_PROFILE_PHASE("backward: KDA");
     gpu::kda_back(attn, hp, t.x, r, *t.kda, dA, dx);
   } else {
+    K3_PROFILE_PHASE("backward: MLA");
     gpu::mla_back(attn, hp, t.x, r, *t.mla, dA, dx);
   }
   gpu::rms_back(t.a, d, ls("input_layernorm.weight"), eps, dx, da);
@@ -193,6 +205,12 @@ std::vector<float> GpuBatch::State::pass(const int64_t* ids, const int64_t* targ
                                          bool loss_only) {
   const int64_t d = hp.d_model, V = hp.vocab, N = r.N();
   const Scope model{params, kModelPrefix};
+  std::optional<gpu::PassProfile::Timer> phase;  // the phases below, one at a time
+  auto timed = [&phase](const char* name) {
+    phase.reset();
+    phase.emplace(gpu::PassProfile::instance(), name);
+  };
+  timed("forward: ids, embedding");
   DevArray<int64_t> tok(N, false), tgt(N, false);
   gpu::to_dev(tok.data(), ids, tok.bytes());
   gpu::to_dev(tgt.data(), targets, tgt.bytes());
@@ -200,6 +218,7 @@ std::vector<float> GpuBatch::State::pass(const int64_t* ids, const int64_t* targ
   DevBuf h(N * d, false);
   gpu::embed_fwd(model("embed_tokens.weight").w, tok.data(), N, d, h.data());
   int P = st.add(std::move(h));
+  phase.reset();
   std::vector<int> sealed;
   std::vector<LayerTape> tapes(static_cast<size_t>(hp.n_layer));
   for (int64_t l = 0; l < hp.n_layer; ++l) {
@@ -207,6 +226,7 @@ std::vector<float> GpuBatch::State::pass(const int64_t* ids, const int64_t* targ
               tapes[size_t(l)]);
   }
   if (logits_out != nullptr) {
+    timed("router logits to the host");
     for (int64_t l = 0; l < hp.n_layer; ++l) {
       const LayerTape& t = tapes[size_t(l)];
       if (!t.moe) continue;
@@ -214,6 +234,7 @@ std::vector<float> GpuBatch::State::pass(const int64_t* ids, const int64_t* targ
       gpu::to_host(logits_out->back().data(), t.moe->logits.data(), t.moe->logits.bytes());
     }
   }
+  timed("forward: output mix, LM head, loss");
   const Mix out_mix{with_p(sealed, P), "output_attn_res_norm.weight",
                     "output_attn_res_proj.weight"};
   const DevBuf xo = mix_fwd(st, out_mix, model, hp.rms_eps, N, d);
@@ -227,6 +248,7 @@ std::vector<float> GpuBatch::State::pass(const int64_t* ids, const int64_t* targ
   gpu::to_host(host_loss.data(), loss.data(), loss.bytes());
   if (loss_only) return host_loss;
 
+  timed("backward: loss, LM head, output mix");
   DevBuf dloss(N, false), dlogits(N * V), dxn(N * d), dxo(N * d);
   const std::vector<float> per_row(static_cast<size_t>(N), static_cast<float>(1.0 / double(r.T)));
   gpu::to_dev(dloss.data(), per_row.data(), dloss.bytes());  // each window's loss is a mean
@@ -234,9 +256,11 @@ std::vector<float> GpuBatch::State::pass(const int64_t* ids, const int64_t* targ
   gpu::lin_back(xn, N, lm_head, dlogits, &dxn);
   gpu::rms_back(xo, d, model("norm.weight"), hp.rms_eps, dxn, dxo);
   mix_back(st, out_mix, model, hp.rms_eps, N, d, dxo);
+  phase.reset();
   for (int64_t l = hp.n_layer - 1; l >= 0; --l) {
     layer_back(hp, model.sub("layers." + std::to_string(l) + "."), r, st, tapes[size_t(l)]);
   }
+  timed("backward: embedding");
   gpu::embed_bwd(tok.data(), N, d, V, st.grad[0].data(), model("embed_tokens.weight").g);
   return host_loss;
 }
@@ -252,7 +276,10 @@ GpuBatch::GpuBatch(const HParams& hp, const ParamSet& like, int64_t pass_windows
   s_ = std::make_unique<State>(hp, like, pass_windows);
 }
 
-GpuBatch::~GpuBatch() = default;
+GpuBatch::~GpuBatch() {
+  gpu::PassProfile& profile = gpu::PassProfile::instance();
+  if (profile.enabled()) std::fputs(profile.report().c_str(), stderr);
+}
 
 double GpuBatch::run(const ParamSet& params, const std::vector<Window>& windows, ParamSet& grads,
                      const RouterObserver& observe, const TrainOptions& opt) {
@@ -270,8 +297,12 @@ double GpuBatch::run(const ParamSet& params, const std::vector<Window>& windows,
             hp.vocab, ")");
     }
   }
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<gpu::PassProfile::Timer> phase(std::in_place, gpu::PassProfile::instance(),
+                                               "parameters to the device");
   s_->params.upload(params);
   if (!opt.loss_only) s_->params.zero_grads();
+  phase.reset();
   const int64_t n = static_cast<int64_t>(windows.size()), E = hp.moe.n_expert;
   double total = 0;
   for (int64_t w0 = 0; w0 < n; w0 += s_->pass_windows) {
@@ -297,7 +328,13 @@ double GpuBatch::run(const ParamSet& params, const std::vector<Window>& windows,
       }
     }
   }
-  if (!opt.loss_only) s_->params.add_grads_into(grads);
+  if (!opt.loss_only) {
+    phase.emplace(gpu::PassProfile::instance(), "gradients to the host");
+    s_->params.add_grads_into(grads);
+    phase.reset();
+  }
+  gpu::PassProfile::instance().add_run(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return total;
 }
 
