@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <numeric>
 
 #include "core/parallel.h"
 #include "k3/error.h"
@@ -60,20 +61,26 @@ Optimizer::Optimizer(std::vector<Param> params, OptimizerConfig config)
   }
 }
 
+// Newton–Schulz on each block, side by side over the pool's threads, largest first (one block
+// is too small to split well over threads).
+void orthogonalize_on_host(std::span<const NsBlock> blocks, int steps, NsCoefficients coef) {
+  std::vector<size_t> order(blocks.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return blocks[a].rows * blocks[a].cols > blocks[b].rows * blocks[b].cols;
+  });
+  parallel_for(static_cast<int64_t>(order.size()), true, [&](int64_t j) {
+    const NsBlock& b = blocks[order[static_cast<size_t>(j)]];
+    newton_schulz(b.in, b.out, b.rows, b.cols, steps, coef);
+  });
+}
+
 // Each parameter's update reads and writes only its own tensors, so the order is free. The
-// Muon matrices (Newton–Schulz on a few hundred rows: too small to split well over threads)
-// run side by side, one per pool thread, largest first; AdamW's element-wise updates then
-// split each tensor over the threads.
+// Muon matrices go in three phases (muon_step); AdamW's element-wise updates then split each
+// tensor over the threads.
 void Optimizer::step(float lr) {
   ++step_;
-  std::vector<size_t> muon_ids;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (params_[i].group.update == Update::muon) muon_ids.push_back(i);
-  }
-  std::stable_sort(muon_ids.begin(), muon_ids.end(),
-                   [&](size_t a, size_t b) { return params_[a].numel() > params_[b].numel(); });
-  parallel_for(static_cast<int64_t>(muon_ids.size()), true,
-               [&](int64_t j) { muon(muon_ids[static_cast<size_t>(j)], lr); });
+  muon_step(lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].group.update == Update::adamw) adamw(i, lr);
   }
@@ -96,9 +103,9 @@ void Optimizer::adamw(size_t i, float lr) {
   });
 }
 
-void Optimizer::muon(size_t i, float lr) {
+std::vector<float> Optimizer::muon_input(size_t i) {
   const Param& p = params_[i];
-  const int64_t rows = p.shape[0], cols = p.shape[1], n = p.numel();
+  const int64_t n = p.numel();
   const float mu = cfg_.muon_momentum;
   float* m = m_[i].data();
   std::vector<float> u(at(n));
@@ -106,20 +113,72 @@ void Optimizer::muon(size_t i, float lr) {
     m[j] = mu * m[j] + p.grad[j];
     u[j] = cfg_.muon_nesterov ? p.grad[j] + mu * m[j] : m[j];
   }
+  return u;
+}
+
+namespace {
+
+// A Muon matrix's head blocks [heads, br, bc] (one block when it has no head axis), and their
+// orthogonalised forms.
+struct MuonWork {
+  int64_t heads = 1, br = 0, bc = 0;
+  std::vector<float> blocks, ortho;
+};
+
+MuonWork muon_blocks(const Param& p, std::vector<float> u) {
+  MuonWork w;
+  const int64_t rows = p.shape[0], cols = p.shape[1];
   const HeadAxis axis = p.group.head_axis;
-  const int64_t heads = axis == HeadAxis::none ? 1 : p.group.heads;
-  const int64_t br = axis == HeadAxis::rows ? rows / heads : rows;
-  const int64_t bc = axis == HeadAxis::cols ? cols / heads : cols;
-  const float scale =
-      lr * cfg_.muon_rms_scale * static_cast<float>(std::sqrt(double(std::max(br, bc))));
-  std::vector<float> block(at(br * bc)), ortho(at(br * bc)), update(at(n));
-  for (int64_t h = 0; h < heads; ++h) {
-    head_block(u.data(), rows, cols, axis, heads, h, block.data(), false);
-    newton_schulz(block.data(), ortho.data(), br, bc, cfg_.ns_steps);
-    head_block(update.data(), rows, cols, axis, heads, h, ortho.data(), true);
+  w.heads = axis == HeadAxis::none ? 1 : p.group.heads;
+  w.br = axis == HeadAxis::rows ? rows / w.heads : rows;
+  w.bc = axis == HeadAxis::cols ? cols / w.heads : cols;
+  w.blocks.resize(u.size());
+  w.ortho.resize(u.size());
+  for (int64_t h = 0; h < w.heads; ++h) {
+    head_block(u.data(), rows, cols, axis, w.heads, h, w.blocks.data() + at(h * w.br * w.bc),
+               false);
   }
-  const float decay = p.group.decay ? 1.0f - lr * cfg_.weight_decay : 1.0f;
-  for (int64_t j = 0; j < n; ++j) p.value[j] = p.value[j] * decay - scale * update[j];
+  return w;
+}
+
+}  // namespace
+
+// Muon in three phases: each matrix's momentum and head blocks (matrices side by side over the
+// pool's threads); Newton–Schulz over every block of the step at once (the orthogonaliser: the
+// host's threads, or the GPU); then each matrix's update from its orthogonalised blocks.
+void Optimizer::muon_step(float lr) {
+  std::vector<size_t> ids;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].group.update == Update::muon) ids.push_back(i);
+  }
+  const int64_t n_ids = static_cast<int64_t>(ids.size());
+  std::vector<MuonWork> work(ids.size());
+  parallel_for(n_ids, true, [&](int64_t j) {
+    const size_t i = ids[at(j)];
+    work[at(j)] = muon_blocks(params_[i], muon_input(i));
+  });
+  std::vector<NsBlock> blocks;
+  for (MuonWork& w : work) {
+    for (int64_t h = 0; h < w.heads; ++h) {
+      const size_t off = at(h * w.br * w.bc);
+      blocks.push_back({w.blocks.data() + off, w.ortho.data() + off, w.br, w.bc});
+    }
+  }
+  if (!blocks.empty()) ortho_(blocks, cfg_.ns_steps, kNsQuintic);
+  parallel_for(n_ids, true, [&](int64_t j) {
+    const Param& p = params_[ids[at(j)]];
+    MuonWork& w = work[at(j)];
+    const int64_t rows = p.shape[0], cols = p.shape[1], n = p.numel();
+    const float scale =
+        lr * cfg_.muon_rms_scale * static_cast<float>(std::sqrt(double(std::max(w.br, w.bc))));
+    std::vector<float> update(at(n));
+    for (int64_t h = 0; h < w.heads; ++h) {
+      head_block(update.data(), rows, cols, p.group.head_axis, w.heads, h,
+                 w.ortho.data() + at(h * w.br * w.bc), true);
+    }
+    const float decay = p.group.decay ? 1.0f - lr * cfg_.weight_decay : 1.0f;
+    for (int64_t k = 0; k < n; ++k) p.value[k] = p.value[k] * decay - scale * update[at(k)];
+  });
 }
 
 void assign_groups(std::vector<Param>& params, const HParams& hp, bool per_head_muon) {

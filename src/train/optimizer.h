@@ -17,11 +17,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "k3/hparams.h"
+#include "train/newton_schulz.h"
 #include "train/param_groups.h"
 
 namespace k3::train {
@@ -44,6 +46,18 @@ struct OptimizerConfig {
   float muon_rms_scale = 0.2f;
 };
 
+// One matrix (a Muon parameter, or one head block of it) for Newton–Schulz: out = NS(in).
+struct NsBlock {
+  const float* in;  // [rows, cols]
+  float* out;       // [rows, cols]
+  int64_t rows, cols;
+};
+// Runs Newton–Schulz on every block of a step (steps and coefficients as given). The default
+// runs newton_schulz on the host, blocks side by side over the pool's threads; the GPU trainer
+// sets one that runs them on the device.
+using Orthogonalizer = std::function<void(std::span<const NsBlock>, int steps, NsCoefficients)>;
+void orthogonalize_on_host(std::span<const NsBlock> blocks, int steps, NsCoefficients coef);
+
 class Optimizer {
  public:
   Optimizer(std::vector<Param> params, OptimizerConfig config);
@@ -55,14 +69,17 @@ class Optimizer {
   std::vector<std::vector<float>>& first_moments() { return m_; }
   std::vector<std::vector<float>>& second_moments() { return v_; }
   void set_steps_taken(int64_t s) { step_ = s; }
+  void set_orthogonalizer(Orthogonalizer o) { ortho_ = std::move(o); }
 
  private:
   void adamw(size_t i, float lr);
-  void muon(size_t i, float lr);
+  void muon_step(float lr);
+  std::vector<float> muon_input(size_t i);  // momentum update; the matrix to orthogonalise
   std::vector<Param> params_;
   OptimizerConfig cfg_;
   std::vector<std::vector<float>> m_, v_;
   int64_t step_ = 0;
+  Orthogonalizer ortho_ = orthogonalize_on_host;
 };
 
 // Sets each tensor's group from the config by its checkpoint name (param_group), e.g. for the

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "k3/error.h"
@@ -112,6 +115,50 @@ TEST(Optimizer, MuonMomentumAndPerHeadBlocks) {
       for (int cc = 0; cc < 2; ++cc)
         EXPECT_NEAR(wc[r * 4 + h * 2 + cc], -0.2f * std::sqrt(3.0f) * o[r * 2 + cc], 1e-6);
   }
+}
+
+// The orthogonaliser sees every head block of every Muon matrix once per step, with the
+// block's shape, and the update uses what it writes: here the host's own, counted, gives the
+// default's bits; one that writes zeros leaves only the weight decay.
+TEST(Optimizer, OrthogonalizerGetsEveryBlockAndItsOutputIsUsed) {
+  std::vector<float> g1 = {1, 2, 0, -1, 0, 3, 2, 2, 1, 0, -1, 1}, g2 = {3, -1, 2, 0, 1, 1};
+  auto make_params = [&](std::vector<float>& w1, std::vector<float>& w2, std::vector<float>& a,
+                         std::vector<float>& b) {
+    w1.assign(12, 0.5f), w2.assign(6, -0.25f), a = g1, b = g2;
+    return std::vector<Param>{Param{"heads",
+                                    {4, 3},
+                                    w1.data(),
+                                    a.data(),
+                                    ParamGroup{Update::muon, HeadAxis::rows, 2, true}},
+                              Param{"plain",
+                                    {3, 2},
+                                    w2.data(),
+                                    b.data(),
+                                    ParamGroup{Update::muon, HeadAxis::none, 1, true}}};
+  };
+  std::vector<float> w1, w2, a, b, x1, x2, c, d;
+  Optimizer plain(make_params(w1, w2, a, b), OptimizerConfig{});
+  plain.step(0.1f);
+  Optimizer hooked(make_params(x1, x2, c, d), OptimizerConfig{});
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  hooked.set_orthogonalizer([&](std::span<const NsBlock> blocks, int steps, NsCoefficients coef) {
+    for (const NsBlock& blk : blocks) shapes.emplace_back(blk.rows, blk.cols);
+    orthogonalize_on_host(blocks, steps, coef);
+  });
+  hooked.step(0.1f);
+  const std::vector<std::pair<int64_t, int64_t>> want = {{2, 3}, {2, 3}, {3, 2}};
+  EXPECT_EQ(shapes, want);
+  EXPECT_EQ(x1, w1);
+  EXPECT_EQ(x2, w2);
+
+  Optimizer zero(make_params(x1, x2, c, d), OptimizerConfig{});
+  zero.set_orthogonalizer([](std::span<const NsBlock> blocks, int, NsCoefficients) {
+    for (const NsBlock& blk : blocks) std::fill(blk.out, blk.out + blk.rows * blk.cols, 0.0f);
+  });
+  zero.step(0.1f);
+  const float decayed = 1.0f - 0.1f * OptimizerConfig{}.weight_decay;
+  for (float v : x1) EXPECT_EQ(v, 0.5f * decayed);
+  for (float v : x2) EXPECT_EQ(v, -0.25f * decayed);
 }
 
 TEST(Optimizer, RejectsHeadsThatDoNotDivide) {
