@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 
@@ -112,7 +113,12 @@ class Trainer {
     sched_.total = c.steps;
     sched_.validate();
     if (!c.resume_dir.empty()) resume();
-    if (c.device == "cuda") gpu_ = std::make_unique<GpuBatch>(hp_, params_, c.micro_batch);
+    if (c.device == "cuda") {
+      gpu_ = std::make_unique<GpuBatch>(hp_, params_, c.micro_batch);
+      // Muon's Newton–Schulz on the device too: opt-in until its tests have run on a GPU.
+      const char* ns = std::getenv("K3_TRAIN_NS_ON_DEVICE");
+      if (ns != nullptr && std::string(ns) == "1") opt_.set_orthogonalizer(orthogonalize_on_device);
+    }
   }
 
   TrainResult run() {

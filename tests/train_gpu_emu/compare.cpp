@@ -1,12 +1,15 @@
 // tests/train_gpu_emu/run.sh: GpuBatch (its kernels on the host) against WindowBatch on one
 // checkpoint; prints the losses, every gradient tensor off by more than 1e-4 (relative to its
-// largest value), and the largest router-logit difference.
+// largest value), and the largest router-logit difference; then one optimiser step over the
+// CPU gradients with orthogonalize_on_device (its batches grouped by shape, the iteration on
+// the host) against the host's orthogonaliser: the same bits.
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "loader/checkpoint.h"
 #include "train/cuda/gpu_batch.h"
+#include "train/optimizer_params.h"
 #include "train/window_batch.h"
 using namespace k3;
 int main(int argc, char** argv) {
@@ -52,4 +55,15 @@ int main(int argc, char** argv) {
     dl = std::max(dl, (double)std::fabs(lc[i] - lg[i]));
   std::printf("worst %s %.3g; logits %zu vs %zu, max diff %.3g\n", wn.c_str(), worst, lc.size(),
               lg.size(), dl);
+
+  ParamSet host_w = params, dev_w = params;
+  train::Optimizer host(train::optimizer_params(host_w, cpu, hp, true), {});
+  train::Optimizer dev_opt(train::optimizer_params(dev_w, cpu, hp, true), {});
+  dev_opt.set_orthogonalizer(train::orthogonalize_on_device);
+  host.step(0.01f);
+  dev_opt.step(0.01f);
+  size_t differ = 0;
+  for (const auto& [name, p] : host_w.all()) differ += p.value != dev_w.all().at(name).value;
+  std::printf("optimizer step, device orthogonaliser (emulated) vs host: %zu tensors differ\n",
+              differ);
 }

@@ -18,6 +18,7 @@
 #include "ops/norm/norm.h"
 #include "ops/situ/situ.h"
 #include "train/cuda/train_ops.h"
+#include "train/newton_schulz.h"
 
 namespace k3::train::gpu {
 bool available() { return true; }
@@ -36,6 +37,13 @@ void dev_copy(void* d, const void* s, size_t b) {
   if (b) std::memmove(d, s, b);
 }
 void sync() {}
+void newton_schulz_batch(const float* g, float* out, int64_t nb, int64_t rows, int64_t cols,
+                         int steps, float a, float b, float c) {
+  for (int64_t i = 0; i < nb; ++i) {
+    k3::train::newton_schulz(g + i * rows * cols, out + i * rows * cols, rows, cols, steps,
+                             {a, b, c});
+  }
+}
 void linear_fwd(const float* x, int64_t N, const float* W, int64_t out, int64_t in, float* y) {
   for (int64_t r = 0; r < N; ++r)
     for (int64_t o = 0; o < out; ++o) {

@@ -11,6 +11,6 @@ S=src/train/cuda
 out=${TMPDIR:-/tmp}/k3-train-gpu-emu
 g++ -std=c++20 -O1 -DK3_HAVE_CUDA=1 -I src -I include tests/train_gpu_emu/compare.cpp \
   tests/train_gpu_emu/host_kernels.cpp $S/gpu_params.cpp $S/gpu_attention.cpp $S/gpu_ffn.cpp \
-  $S/gpu_model.cpp $S/gpu_profile.cpp -o "$out" build/libk3.a -L/usr/local/cuda/lib64 -lcudart_static -lrt -fopenmp \
+  $S/gpu_model.cpp $S/gpu_profile.cpp $S/gpu_ns.cpp -o "$out" build/libk3.a -L/usr/local/cuda/lib64 -lcudart_static -lrt -fopenmp \
   -lpthread -ldl
 "$out" "$1" "${2:-5}" "${3:-24}" "${4:-2}"

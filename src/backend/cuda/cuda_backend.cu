@@ -153,7 +153,8 @@ const BlasApi& blas_api() {
                    symbol<decltype(&cublasSetStream_v2)>(lib, "cublasSetStream_v2"),
                    symbol<GemmExFn>(lib, "cublasGemmEx"),
                    symbol<decltype(&cublasSgemm_v2)>(lib, "cublasSgemm_v2"),
-                   symbol<decltype(&cublasSetWorkspace_v2)>(lib, "cublasSetWorkspace_v2")};
+                   symbol<decltype(&cublasSetWorkspace_v2)>(lib, "cublasSetWorkspace_v2"),
+                   symbol<decltype(&cublasSgemmStridedBatched)>(lib, "cublasSgemmStridedBatched")};
   }();
   return api;
 }

@@ -41,6 +41,7 @@ struct BlasApi {
   GemmExFn gemm_ex;
   decltype(&cublasSgemm_v2) sgemm;
   decltype(&cublasSetWorkspace_v2) set_workspace;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched;
 };
 const BlasApi& blas_api();
 bool host_staging();

@@ -10,10 +10,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "k3/hparams.h"
 #include "train/model_train.h"
+#include "train/optimizer.h"
 #include "train/params.h"
 #include "train/train_data.h"
 #include "train/window_batch.h"
@@ -21,6 +23,11 @@
 namespace k3::train {
 
 bool gpu_training_available();  // built with CUDA and a device is usable
+
+// An Orthogonalizer (train/optimizer.h) that runs Muon's Newton–Schulz on the device: the
+// blocks of one shape as one batch (gpu_ns.cpp). fp32 like the host's, with its products in
+// another order, so it matches the host's to rounding; it repeats bit for bit.
+void orthogonalize_on_device(std::span<const NsBlock> blocks, int steps, NsCoefficients coef);
 
 class GpuBatch {
  public:

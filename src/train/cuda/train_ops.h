@@ -73,6 +73,13 @@ void linear_bwd(const float* x, int64_t N, const float* W, int64_t out, int64_t 
 // out [n] += Σ_r m[r, n] over rows r = 0 … rows-1, in a fixed order.
 void colsum_add(const float* m, int64_t rows, int64_t n, float* out);
 
+// ---- Muon's orthogonalisation (train_ns.cu) ----------------------------------------------
+// train/newton_schulz.h's iteration X <- a X + (b A + c A²) X, A = X Xᵀ, on nb matrices of one
+// shape at once: g, out [nb, rows, cols]; out may not alias g. Each matrix is scaled to unit
+// Frobenius norm first (a zero matrix gives zeros).
+void newton_schulz_batch(const float* g, float* out, int64_t nb, int64_t rows, int64_t cols,
+                         int steps, float a, float b, float c);
+
 // ---- data movement (train_misc.cu) ----------------------------------------------------------
 // dst[r, c] += src[r, c] for r < rows, c < cols, with row strides src_ld and dst_ld (slices of
 // wider rows: MLA's latent and rope parts, a head's columns).
