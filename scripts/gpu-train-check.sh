@@ -7,7 +7,10 @@
 #   K3_GPU_TESTS=PATTERN gtest filter (default 'TrainCuda*')
 #   K3_BENCH_STEPS=N     GPU steps of the throughput run (default 40)
 #   K3_SKIP_BENCH=1      the tests alone
-#   K3_GPU_PREBUILT=DIR  skip the build: DIR holds test_train and bin/k3 (built with this tree)
+#   K3_GPU_PREBUILT=DIR  skip the build: DIR holds test_train and bin/k3 (built with this tree;
+#                        the GPU machine lacks libcpp-httplib and libedit: carry them and put
+#                        their folder on LD_LIBRARY_PATH; the tests find their data through the
+#                        source path they were built in, so link it to this tree)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/k3-gpu-out}
@@ -47,6 +50,14 @@ for batch in 16 64; do
     --steps "$steps" --warmup 5 --lr 2e-3 --device cuda --log-every 10 2>&1 |
     tee -a "$OUT/bench.log" | tail -3 | tee -a "$OUT/summary.txt"
 done
+log "GPU: --batch 64, Newton-Schulz on the device (K3_TRAIN_NS_ON_DEVICE=1)"
+K3_TRAIN_NS_ON_DEVICE=1 "$K3" train -m "$init" --data "$text" -o /tmp/k3-gpu-run --seq-len 256 \
+  --batch 64 --steps "$steps" --warmup 5 --lr 2e-3 --device cuda --log-every 10 2>&1 |
+  tee -a "$OUT/bench.log" | tail -3 | tee -a "$OUT/summary.txt"
+log "GPU: --batch 64, the pass profile (K3_TRAIN_PROFILE=1)"
+K3_TRAIN_PROFILE=1 "$K3" train -m "$init" --data "$text" -o /tmp/k3-gpu-run --seq-len 256 \
+  --batch 64 --steps 20 --warmup 5 --lr 2e-3 --device cuda --log-every 10 2>&1 |
+  tee -a "$OUT/bench.log" | tail -18 | tee -a "$OUT/summary.txt"
 log "CPU: -t 16 --batch 16, 3 steps"
 "$K3" train -m "$init" --data "$text" -o /tmp/k3-cpu-run --seq-len 256 --batch 16 --steps 3 \
   -t 16 --log-every 1 2>&1 | tee -a "$OUT/bench.log" | tail -2 | tee -a "$OUT/summary.txt"
