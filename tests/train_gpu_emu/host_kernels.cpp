@@ -1,5 +1,5 @@
 // Host stand-ins for the device training kernels (src/train/cuda/train_ops.h) built from the
-// CPU ops, for tests/train_gpu_emu/run.sh: plain loops, double sums where the op has none.
+// CPU ops, for test_train_emu (emu_test.cpp): plain loops, double sums where the op has none.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
