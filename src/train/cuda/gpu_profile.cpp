@@ -30,7 +30,11 @@ PassProfile::Timer::Timer(PassProfile& p, const char* phase)
 
 PassProfile::Timer::~Timer() {
   if (p_ == nullptr) return;
-  sync();
+  try {
+    sync();
+  } catch (...) {  // a device error: the pass's next call reports it (no throw from here)
+    return;
+  }
   p_->seconds_[phase_] +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   ++p_->calls_[phase_];
