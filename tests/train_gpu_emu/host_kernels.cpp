@@ -37,6 +37,8 @@ void dev_copy(void* d, const void* s, size_t b) {
   if (b) std::memmove(d, s, b);
 }
 void sync() {}
+void* host_alloc_pinned(size_t b) { return std::malloc(b ? b : 1); }
+void host_free_pinned(void* p) { std::free(p); }
 void newton_schulz_batch(const float* g, float* out, int64_t nb, int64_t rows, int64_t cols,
                          int steps, float a, float b, float c) {
   for (int64_t i = 0; i < nb; ++i) {

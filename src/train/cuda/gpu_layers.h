@@ -37,7 +37,7 @@ class GpuParams {
   };
   std::map<std::string, Slot> slots_;
   DevBuf values_, grads_;
-  std::vector<float> staging_;  // host side of the copies
+  PinnedBuf staging_;  // host side of the copies
 };
 
 struct Scope {

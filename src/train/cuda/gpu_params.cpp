@@ -23,7 +23,7 @@ GpuParams::GpuParams(const ParamSet& like) {
   }
   values_ = DevBuf(total);
   grads_ = DevBuf(total);
-  staging_.resize(static_cast<size_t>(total));
+  staging_ = PinnedBuf(total);
 }
 
 void GpuParams::upload(const ParamSet& values) {
@@ -31,7 +31,7 @@ void GpuParams::upload(const ParamSet& values) {
     const auto it = values.all().find(name);
     check(it != values.all().end() && it->second.value.size() == size_t(s.rows * s.cols),
           "training on the GPU: the parameters changed layout at ", name);
-    std::memcpy(&staging_[size_t(s.offset)], it->second.value.data(),
+    std::memcpy(staging_.data() + s.offset, it->second.value.data(),
                 it->second.value.size() * sizeof(float));
   }
   to_dev(values_.data(), staging_.data(), values_.bytes());
@@ -43,7 +43,7 @@ void GpuParams::add_grads_into(ParamSet& grads) {
   to_host(staging_.data(), grads_.data(), grads_.bytes());
   for (const auto& [name, s] : slots_) {
     float* g = grads[name];
-    const float* src = &staging_[size_t(s.offset)];
+    const float* src = staging_.data() + s.offset;
     for (int64_t i = 0; i < s.rows * s.cols; ++i) g[i] += src[i];
   }
 }

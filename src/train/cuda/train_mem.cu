@@ -1,10 +1,13 @@
 // Device memory for the training pass: stream-ordered allocations from the backend's pool
 // (which keeps freed blocks for reuse, so a step's buffers cost no driver calls after the
 // first step), and the copies between host and device.
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/runtime.cuh"
+#include "core/error.h"
 #include "train/cuda/train_ops.h"
 
 namespace k3::train::gpu {
@@ -52,5 +55,35 @@ void dev_copy(void* dst, const void* src, size_t bytes) {
 }
 
 void sync() { check_cuda(cudaStreamSynchronize(stream()), "training step"); }
+
+// Pinned blocks are told apart from the fallback's by a one-word header before the data.
+namespace {
+constexpr size_t kHeader = 64;  // keeps the data 64-byte aligned
+constexpr uint64_t kPinned = 0x70696e6e6564, kPlain = 0x706c61696e;
+}  // namespace
+
+void* host_alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  uint64_t kind = kPinned;
+  if (cudaHostAlloc(&p, bytes + kHeader, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it so later calls report their own
+    p = std::malloc(bytes + kHeader);
+    check(p != nullptr, "training on the GPU: cannot allocate ", bytes >> 20,
+          " MiB of host memory");
+    kind = kPlain;
+  }
+  *static_cast<uint64_t*>(p) = kind;
+  return static_cast<char*>(p) + kHeader;
+}
+
+void host_free_pinned(void* data) {
+  if (data == nullptr) return;
+  void* p = static_cast<char*>(data) - kHeader;
+  if (*static_cast<uint64_t*>(p) == kPinned) {
+    cudaFreeHost(p);
+  } else {
+    std::free(p);
+  }
+}
 
 }  // namespace k3::train::gpu

@@ -30,6 +30,10 @@ void to_host(void* host, const void* src, size_t bytes);  // waits for the strea
 void dev_zero(void* p, size_t bytes);                     // queued
 void dev_copy(void* dst, const void* src, size_t bytes);  // device to device, queued
 void sync();                                              // waits for the stream
+// Page-locked host memory, which the copies move at the link's full rate (pageable memory
+// goes through a driver bounce buffer); falls back to plain memory when none is granted.
+void* host_alloc_pinned(size_t bytes);
+void host_free_pinned(void* p);
 
 // An owned device array of floats (or of other trivially copyable T), zeroed on creation
 // unless asked not to be.
@@ -63,6 +67,32 @@ class DevArray {
   int64_t n_ = 0;
 };
 using DevBuf = DevArray<float>;
+
+// An owned page-locked host array of floats (the staging of the per-step copies).
+class PinnedBuf {
+ public:
+  PinnedBuf() = default;
+  explicit PinnedBuf(int64_t n)
+      : p_(n > 0 ? static_cast<float*>(host_alloc_pinned(static_cast<size_t>(n) * sizeof(float)))
+                 : nullptr),
+        n_(n) {}
+  ~PinnedBuf() { host_free_pinned(p_); }
+  PinnedBuf(PinnedBuf&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  PinnedBuf& operator=(PinnedBuf&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  PinnedBuf(const PinnedBuf&) = delete;
+  PinnedBuf& operator=(const PinnedBuf&) = delete;
+  float* data() { return p_; }
+  const float* data() const { return p_; }
+  int64_t size() const { return n_; }
+
+ private:
+  float* p_ = nullptr;
+  int64_t n_ = 0;
+};
 
 // ---- dense algebra (train_linear.cu; cuBLAS in fp32) ------------------------------------
 // y [N, out] = x [N, in] · Wᵀ with W [out, in] (row-major, the checkpoint's layout).
