@@ -6,9 +6,9 @@
 #   scripts/device-train-gpu.sh wait          report progress until this call's budget
 #   scripts/device-train-gpu.sh finish        wait for the end, evaluate, pack the results
 #   scripts/device-train-gpu.sh all CARRY     start and finish in one call
-# CARRY (an ignored folder carried with the call) holds k3.xz (a stripped, xz-packed k3 built
-# with CUDA from this tree), lib/ (its shared libraries the machine lacks) and
-# corpus/{train.txt.xz,heldout.txt}. Environment: CONFIG (configs/train-default-gpu.json),
+# CARRY (an ignored folder carried with the call; `scripts/gpu-pack.sh CARRY data/corpus`
+# makes it) holds k3.xz (a stripped, xz-packed k3 built with CUDA from this tree), lib/ (its
+# shared libraries the machine lacks) and corpus/{train.txt.xz,heldout.txt}. Environment: CONFIG (configs/train-default-gpu.json),
 # TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), DEVICE (cuda; cpu to try
 # the script on a machine without a GPU), EVAL_BYTES (the held-out bytes scored at the end: all).
 # Results go to $OUT: progress.txt, results.tgz (logs, curve, held-out evaluation) and
