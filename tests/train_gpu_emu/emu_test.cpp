@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,41 +16,11 @@
 #include "train/optimizer.h"
 #include "train/optimizer_params.h"
 #include "train/tiny_train_config.h"
+#include "train/train_case_util.h"
 #include "train/window_batch.h"
 
 namespace k3::test {
 namespace {
-
-std::string init_model(const TempDir& dir, const std::string& config_path) {
-  const std::string model = dir.file("model");
-  const CliResult r = run_k3({"init", "--config", config_path, "-o", model, "--seed", "5"});
-  if (r.exit_code != 0) throw std::runtime_error("k3 init failed: " + r.err);
-  return model;
-}
-
-std::vector<train::Window> random_windows(int64_t n, int64_t T, int64_t vocab) {
-  std::mt19937_64 rng(3);
-  std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
-  std::vector<train::Window> ws(static_cast<size_t>(n));
-  for (train::Window& w : ws) {
-    std::vector<int64_t> seq(static_cast<size_t>(T + 1));
-    for (int64_t& t : seq) t = pick(rng);
-    w.tokens.assign(seq.begin(), seq.end() - 1);
-    w.targets.assign(seq.begin() + 1, seq.end());
-  }
-  return ws;
-}
-
-// max |a − b| / max |b| (absolute when b is all zeros).
-double tensor_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
 
 // The stand-ins run the CPU ops, but KDA's recurrent form against the CPU trainer's chunked one
 // and the windows' sums in another order: ~1e-4 apart on these models; a wrong term is ≥ 1e-1.
@@ -60,10 +29,10 @@ constexpr double kGradTol = 1e-3;
 void check_against_cpu(const std::string& config_path, int64_t windows, int64_t T,
                        int64_t pass_windows) {
   TempDir dir;
-  const Checkpoint ckpt(init_model(dir, config_path));
+  const Checkpoint ckpt(init_model(dir, config_path, "5"));
   const HParams& hp = ckpt.hparams();
   const ParamSet params = ParamSet::from_checkpoint(ckpt);
-  const std::vector<train::Window> ws = random_windows(windows, T, hp.vocab);
+  const std::vector<train::Window> ws = random_windows(windows, T, hp.vocab, 3);
   const int64_t E = hp.moe.n_expert;
   ParamSet cpu = params.zeros_like(), emu = params.zeros_like();
   std::vector<float> logits_cpu, logits_emu;
