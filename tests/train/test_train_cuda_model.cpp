@@ -147,21 +147,6 @@ TEST(TrainCudaModel, TinyModelMatchesTorchAutograd) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "k3_torch.py failed:\n" << out;
 }
 
-// The tiny config with a 512-id vocabulary: a byte-level tokenizer (256 ranks + 256 specials)
-// for the CLI runs.
-std::string byte_level_config() {
-  std::string c = kTinyConfig;
-  auto replace_all = [&c](const std::string& from, const std::string& to) {
-    for (size_t at = c.find(from); at != std::string::npos; at = c.find(from, at + to.size()))
-      c.replace(at, from.size(), to);
-  };
-  replace_all("\"vocab_size\": 96", "\"vocab_size\": 512");
-  replace_all("\"bos_token_id\": 93", "\"bos_token_id\": 256");
-  replace_all("\"eos_token_id\": 94", "\"eos_token_id\": 257");
-  replace_all("\"pad_token_id\": 95", "\"pad_token_id\": 258");
-  return c;
-}
-
 std::string corpus(const TempDir& dir) {
   std::string text;
   for (int i = 0; i < 400; ++i) text += "the cat sat on the mat " + std::to_string(i % 17) + ". ";
@@ -177,7 +162,8 @@ std::string read_state(const std::string& dir) {
 TEST(TrainCudaModel, CliTrainOnDeviceResumesBitExactly) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   TempDir dir;
-  const std::string model = init_model(dir, dir.write("config.json", byte_level_config()));
+  const std::string model =
+      init_model(dir, dir.write("config.json", tiny_byte_level_train_config()));
   const CliResult tok =
       run_k3({"tokenizer", "train", "-i", corpus(dir), "-o", model, "--vocab-size", "512", "-q"});
   ASSERT_EQ(tok.exit_code, 0) << tok.err;
@@ -203,7 +189,8 @@ TEST(TrainCudaModel, CliTrainOnDeviceResumesBitExactly) {
 TEST(TrainCudaModel, DeviceCudaWithoutGpuFailsClearly) {
   if (cuda_available()) GTEST_SKIP() << "a CUDA device is present";
   TempDir dir;
-  const std::string model = init_model(dir, dir.write("config.json", byte_level_config()));
+  const std::string model =
+      init_model(dir, dir.write("config.json", tiny_byte_level_train_config()));
   const CliResult tok =
       run_k3({"tokenizer", "train", "-i", corpus(dir), "-o", model, "--vocab-size", "512", "-q"});
   ASSERT_EQ(tok.exit_code, 0) << tok.err;

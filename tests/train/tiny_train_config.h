@@ -3,6 +3,8 @@
 // dense first layer; vocabulary 96.
 #pragma once
 
+#include <string>
+
 namespace k3::test {
 
 inline constexpr const char* kTinyTrainConfig = R"({
@@ -28,5 +30,20 @@ inline constexpr const char* kTinyTrainConfig = R"({
     "bos_token_id": 93, "eos_token_id": 94, "pad_token_id": 95
   }
 })";
+
+// The same model with a 512-id vocabulary, for a byte-level tokenizer (256 ranks + 256
+// specials) in the CLI runs.
+inline std::string tiny_byte_level_train_config() {
+  std::string c = kTinyTrainConfig;
+  auto replace_all = [&c](const std::string& from, const std::string& to) {
+    for (size_t at = c.find(from); at != std::string::npos; at = c.find(from, at + to.size()))
+      c.replace(at, from.size(), to);
+  };
+  replace_all("\"vocab_size\": 96", "\"vocab_size\": 512");
+  replace_all("\"bos_token_id\": 93", "\"bos_token_id\": 256");
+  replace_all("\"eos_token_id\": 94", "\"eos_token_id\": 257");
+  replace_all("\"pad_token_id\": 95", "\"pad_token_id\": 258");
+  return c;
+}
 
 }  // namespace k3::test

@@ -12,34 +12,11 @@
 #include "k3/model.h"
 #include "k3/tokenizer.h"
 #include "loader/checkpoint.h"
+#include "train/tiny_train_config.h"
 #include "train/train_data.h"
 
 namespace k3::test {
 namespace {
-
-constexpr const char* kConfig = R"({
-  "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
-  "bos_token_id": 256, "eos_token_id": 257, "pad_token_id": 258, "tie_word_embeddings": false,
-  "torch_dtype": "bfloat16",
-  "text_config": {
-    "model_type": "kimi_linear", "vocab_size": 512, "hidden_size": 32, "intermediate_size": 48,
-    "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 2,
-    "hidden_act": "situ", "activation_situ_beta": 4.0, "activation_situ_linear_beta": 25.0,
-    "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "max_position_embeddings": 4096,
-    "q_lora_rank": 16, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4,
-    "v_head_dim": 8, "mla_use_nope": true, "mla_use_output_gate": true, "num_experts": 4,
-    "num_experts_per_token": 2, "num_shared_experts": 1, "moe_intermediate_size": 32,
-    "routed_expert_hidden_size": 32, "latent_moe_use_norm": true,
-    "moe_router_activation_func": "sigmoid", "moe_renormalize": true,
-    "routed_scaling_factor": 1.5, "use_grouped_topk": true, "num_expert_group": 1,
-    "topk_group": 1, "topk_method": "noaux_tc", "first_k_dense_replace": 1, "moe_layer_freq": 1,
-    "num_nextn_predict_layers": 0, "attn_res_block_size": 2,
-    "linear_attn_config": {"num_heads": 2, "head_dim": 8, "short_conv_kernel_size": 4,
-      "gate_lower_bound": -5.0, "use_full_rank_gate": true, "full_attn_layers": [4],
-      "kda_layers": [1, 2, 3]},
-    "bos_token_id": 256, "eos_token_id": 257, "pad_token_id": 258
-  }
-})";
 
 const char* kText =
     "The quick brown fox jumps over the lazy dog. A small model learns this line by heart.\n";
@@ -62,9 +39,9 @@ struct Fixture {
     model = dir.file("init");
     data = dir.write("train.txt", repeated(20));
     val = dir.write("val.txt", repeated(3));
-    must(
-        run_k3({"init", "--config", dir.write("config.json", kConfig), "-o", model, "--seed", "7"}),
-        "k3 init");
+    must(run_k3({"init", "--config", dir.write("config.json", tiny_byte_level_train_config()), "-o",
+                 model, "--seed", "7"}),
+         "k3 init");
     must(run_k3({"tokenizer", "train", "-i", data, "-o", model, "--vocab-size", "512", "-q"}),
          "k3 tokenizer train");
   }
