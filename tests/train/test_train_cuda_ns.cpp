@@ -86,10 +86,11 @@ TEST(TrainCudaNs, OptimizerStepsMatchTheHost) {
                         {{48, 64}, HeadAxis::cols, 4},
                         {{16, 48}, HeadAxis::none, 1},
                         {{96, 32}, HeadAxis::none, 1}};
-  std::vector<std::vector<float>> host_w, dev_w, grads;
+  std::vector<std::vector<float>> host_w, dev_w, grads, start;
   for (const Spec& s : specs) {
     host_w.push_back(random_vec(rng, s.shape[0] * s.shape[1]));
     dev_w.push_back(host_w.back());
+    start.push_back(host_w.back());
     grads.push_back(random_vec(rng, s.shape[0] * s.shape[1]));
   }
   auto params = [&](std::vector<std::vector<float>>& w) {
@@ -108,7 +109,7 @@ TEST(TrainCudaNs, OptimizerStepsMatchTheHost) {
   }
   for (size_t i = 0; i < host_w.size(); ++i) {
     EXPECT_LE(rel_err(dev_w[i], host_w[i]), 1e-5) << "tensor " << i;
-    EXPECT_NE(dev_w[i], grads[i]);  // (the weights moved: not a no-op)
+    EXPECT_GT(rel_err(dev_w[i], start[i]), 1e-3) << "tensor " << i << " did not move";
   }
 }
 
