@@ -68,12 +68,21 @@ case $phase in finish | all) limit=$((CALL_S - 90)) ;; esac
 while running && [ "$(elapsed)" -lt "$limit" ]; do progress; sleep 10; done
 progress
 cat "$OUT/progress.txt"
-[ "$phase" = start ] || [ "$phase" = wait ] && exit 0
+if [ "$phase" = start ] || [ "$phase" = wait ]; then
+  # A lease can be taken back between calls: bring the last saved checkpoint home each time.
+  if [ -f "$W/run/train_state.json" ]; then
+    LD_LIBRARY_PATH=$W/lib:/usr/local/cuda/lib64 "$K3" convert -m "$W/run" -o "$W/snapshot" \
+      --mxfp4 --force >"$W/snapshot.log" 2>&1 &&
+      tar czf - -C "$W" snapshot | split -b 15m -d - "$OUT/snapshot.tgz." &&
+      echo "snapshot of the last saved checkpoint in $OUT/snapshot.tgz.*"
+  fi
+  exit 0
+fi
 running && { echo "finish: still training after $(elapsed) s; packing the last saved state"; pkill -f "$W/run.sh"; pkill -f "k3 train"; sleep 2; }
 export LD_LIBRARY_PATH=$W/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 "$K3" convert -m "$W/run" -o "$W/default" --mxfp4 --force >"$W/convert.log" 2>&1
 head -c "${EVAL_BYTES:-100000000}" "$W/corpus/heldout.txt" >"$W/heldout-eval.txt"
-"$K3" perplexity -m "$W/default" -f "$W/heldout-eval.txt" -c 512 -t "$(nproc)" --json >"$W/eval.json" 2>&1
+"$K3" perplexity -m "$W/default" -f "$W/heldout-eval.txt" -c 512 -t "$(nproc)" --device "${DEVICE:-cuda}" --json >"$W/eval.json" 2>"$W/eval.log"
 cat "$W/eval.json"
 mkdir -p "$W/pack" && cp "$W"/*.log "$W"/*.json "$W/plan.txt" "$W/run/train_curve.svg" "$W/run"/*.json "$W/pack/" 2>/dev/null
 tar czf "$OUT/results.tgz" -C "$W" pack

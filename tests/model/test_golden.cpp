@@ -33,7 +33,7 @@ std::vector<int64_t> read_ids(const std::string& path) {
 }
 
 struct Compare {
-  double max_rel = 0, first_rel = 0;  // the worst position's and position 0's
+  double max_rel = 0;  // the worst position's
   int64_t worst = -1, argmax_mismatch = 0;
 };
 
@@ -50,7 +50,6 @@ Compare compare(const std::vector<float>& got, const std::vector<float>& want, i
       den += double(want[t * V + i]) * want[t * V + i];
     }
     const double rel = std::sqrt(num / den);
-    if (t == 0) c.first_rel = rel;
     if (!(rel <= c.max_rel)) {
       c.max_rel = rel;
       c.worst = t;
@@ -156,22 +155,32 @@ std::string name_of(const ::testing::TestParamInfo<std::string>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Golden, ::testing::ValuesIn(case_dirs()), name_of);
 
+// The low-precision modes (bf16, q8) on the trained default model (models/default) against
+// float64 references (tests/reference/k3_ref.py, data in tests/data/trained_default, written by
+// tests/reference/make_trained_default.py with each shipped model).
+//
+// Two kinds of position are decided by a near-tie, where any rounding may legitimately change
+// the outcome, and the tests say so instead of tuning their bounds to each model:
+// - a router near-tie: at some MoE layer the k-th and (k+1)-th biased scores differ by less than
+//   kRouterTie, so the mode's rounding can swap one of the chosen experts, a discrete change of
+//   that position's logits (measured on the model shipped 2026-12-07: layer 7 at position 15 has
+//   a gap of 7.7e-5 and q8 swaps it, 8.1e-2 there against <= 6.7e-3 at every other position).
+//   Those positions are held to kFlipTol, the rest to the mode's bound;
+// - a logit near-tie: the reference's top two logits differ by less than kLogitTie (0.004 and
+//   0.010 at positions 5 and 12 of the same model, where both modes' errors are ~0.02 a logit),
+//   so the argmax is not compared there.
+// Elsewhere every position must hold the bound and the same argmax.
+constexpr double kRouterTie = 5e-4;  // as ROUTER_MARGIN in make_trained_default.py
+constexpr double kLogitTie = 0.05;
+constexpr double kFlipTol = 0.2;
+
 // bf16 precision (core/precision.h; docs/CPU.md): activations rounded to bf16 before every
-// BF16 / MXFP4 matmul but the router. Its tolerance is stated on the trained default model
-// (models/default) against a float64 reference (tests/reference/k3_ref.py, 32 random text ids:
-// tests/data/trained_default). The random golden cases above are built to amplify small
-// errors (their manifest: an eps change moves them by up to 0.87), and there bf16 rounding
-// alone moves the logits by 2e-3 to 0.75 (bench/RESULTS.md), which says nothing about the
-// kernels; a trained model is what the mode is for. Checked on every path (each CPU path, and
-// vdpbf16ps and its fallback where the CPU has AVX512_BF16), prefill and token-by-token decode,
-// with the same argmax at every position; the fp32 path is held to kTol on the same data.
-// The error is the mode's (activations rounded to bf16), not a kernel's: the float64 reference
-// that rounds as the mode does (below) is itself 1.58e-2 from the exact one on the model shipped
-// 2026-12-06 12:30, and the paths measure prefill 4.0e-3 (avx512 + vdpbf16ps) to 1.30e-2
-// (scalar), decode 5.9e-3 to 2.17e-2 (avx2). Each retraining has moved it: 2.9e-3 to 4.5e-3
-// (model of 2026-12-01), 6.6e-3 to 1.45e-2 (2026-12-06 05:45), 2.03e-2 on every path (08:55),
-// so the bound was restated with the model (it was 1e-2, then 2e-2), no kernel changed. Other
-// random inputs reach 2.8e-2 at single positions, in llama.cpp's bf16 mode alike (docs/CPU.md).
+// BF16 / MXFP4 matmul but the router. Checked on every path (each CPU path, and vdpbf16ps and its
+// fallback where the CPU has AVX512_BF16), prefill and token-by-token decode; the fp32 path is
+// held to kTol on the same data. The error is the mode's (activations rounded to bf16), not a
+// kernel's (that is held tightly below, against a reference that rounds as the mode does).
+// Measured on the model shipped 2026-12-07 (48 experts): 5.5e-3 to 5.9e-3 (scalar, avx2); on
+// earlier models 4.0e-3 to 2.17e-2.
 constexpr double kBf16Tol = 2.5e-2;
 
 class TrainedDefault : public Golden {
@@ -180,6 +189,13 @@ class TrainedDefault : public Golden {
     model_ = Model::load(GetParam());
     ids_ = read_ids(kData + "tokens.json");
     V_ = model_->vocab_size();
+    std::ifstream f(kData + "ties.json");
+    const nlohmann::json ties = nlohmann::json::parse(f);
+    router_margin_ = ties["router_margin"].get<std::vector<double>>();
+    logit_margin_ = ties["logit_margin"].get<std::vector<double>>();
+    first_ids_ = ties["first_ids"].get<std::vector<int64_t>>();
+    ASSERT_EQ(router_margin_.size(), ids_.size());
+    ASSERT_EQ(logit_margin_.size(), ids_.size());
   }
   void TearDown() override {
     set_bf16_dot_allowed(true);
@@ -205,8 +221,45 @@ class TrainedDefault : public Golden {
     EXPECT_EQ(a.shape, (std::vector<int64_t>{static_cast<int64_t>(ids_.size()), V_}));
     return a.data;
   }
+  // A low-precision run against a reference, [T, V] each, with the near-tie rules above.
+  void expect_close_mode(const std::vector<float>& got, const std::vector<float>& want,
+                         const std::string& what, double tol) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double worst = 0, worst_tie = 0;
+    int64_t worst_at = -1, ties = 0, argmax_mismatch = 0;
+    for (size_t t = 0; t < ids_.size(); ++t) {
+      const double rel = row_rel(got, want, t);
+      if (router_margin_[t] < kRouterTie) {
+        ++ties;
+        worst_tie = std::max(worst_tie, rel);
+      } else if (!(rel <= worst)) {
+        worst = rel;
+        worst_at = static_cast<int64_t>(t);
+      }
+      if (logit_margin_[t] >= kLogitTie)
+        argmax_mismatch += argmax(&got[t * V_], V_) != argmax(&want[t * V_], V_);
+    }
+    std::printf("    %-34s max rel L2 %.3e (position %lld); %lld router near-ties, worst %.3e; "
+                "argmax mismatches %lld\n",
+                what.c_str(), worst, (long long)worst_at, (long long)ties, worst_tie,
+                (long long)argmax_mismatch);
+    EXPECT_LE(worst, tol) << what << ": worst position " << worst_at;
+    EXPECT_LE(worst_tie, kFlipTol) << what << " at a router near-tie";
+    EXPECT_EQ(argmax_mismatch, 0) << what;
+  }
+  double row_rel(const std::vector<float>& got, const std::vector<float>& want, size_t t) const {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < V_; ++i) {
+      const double d = double(got[t * V_ + i]) - want[t * V_ + i];
+      num += d * d;
+      den += double(want[t * V_ + i]) * want[t * V_ + i];
+    }
+    return std::sqrt(num / den);
+  }
   const std::string kData = K3_SOURCE_DIR "/tests/data/trained_default/";
   Isa saved_isa_ = active_isa();
+  std::vector<double> router_margin_, logit_margin_;
+  std::vector<int64_t> first_ids_;
 };
 
 TEST_P(TrainedDefault, Fp32MatchesReference) {
@@ -218,40 +271,56 @@ TEST_P(TrainedDefault, Fp32MatchesReference) {
 TEST_P(TrainedDefault, Bf16MatchesReferenceOnEveryPath) {
   for_each_bf16_path([&](const std::string& path) {
     Sequence a(*model_), b(*model_);
-    expect_close(a.prefill(ids_), reference("logits_prefill.npy"), "bf16 prefill " + path,
-                 kBf16Tol);
-    expect_close(decode_all(b, 0), reference("logits_decode.npy"), "bf16 decode " + path, kBf16Tol);
+    expect_close_mode(a.prefill(ids_), reference("logits_prefill.npy"), "bf16 prefill " + path,
+                      kBf16Tol);
+    expect_close_mode(decode_all(b, 0), reference("logits_decode.npy"), "bf16 decode " + path,
+                      kBf16Tol);
   });
 }
 
 // The kernels of the bf16 mode held tightly: the same runs against a float64 reference that
 // rounds as the mode does (tests/reference/k3_ref.py --round-bf16: every BF16/MXFP4 matmul's
-// input rounded to bf16, the router's not; logits_*_bf16.npy). Position 0 goes through every
-// kind of matmul the mode rounds (the KDA and MLA projections, MLA's latent-to-value product,
-// expanded in prefill and absorbed in decode, the experts, the LM head) and there only the
-// engine's fp32 arithmetic is left: 6.9e-8 to 8.2e-8 on every path, held to kBf16FirstTol
-// (without the rounding that position was 1e-2 away on the model before). Later positions
-// cannot be held that tightly: once one of the thousands of inputs rounded per token lands on
-// the other side of a bf16 rounding boundary (fp32 against float64 moves it by ~1e-7), the
-// recurrent state and the cache carry the difference on; on the model shipped 2026-12-06 12:30
-// that first happens at position 4, and the worst later position reaches 2.39e-2 (decode, the
-// avx512 paths), within the mode's own kBf16Tol.
+// input rounded to bf16, the router's not; logits_*_bf16.npy). A first position goes through
+// every kind of matmul the mode rounds (the KDA and MLA projections, MLA's latent-to-value
+// product, the experts, the LM head) and there only the engine's fp32 arithmetic is left, if
+// no rounded input lies within a few fp32 ulps of a bf16 rounding midpoint: fp32 against float64
+// moves values by a few ulps, and an input that rounds the other way moves the logits by ~1e-3
+// (on the model shipped 2026-12-07, 12 of 40 random one-token prompts did, on inputs 0 to 5 ulps
+// from a midpoint; the other 28 matched to 4.9e-8 to 6.3e-8 on the scalar and avx2 paths). So
+// the tight bound applies to one-token prompts whose inputs all lie >= 12 ulps from a midpoint
+// (ties.json's first_ids, chosen by the reference), by prefill and by decode. Later positions of
+// the 32-token text are held to the mode's bound: the recurrent state and the cache carry each
+// rounding flip on.
 constexpr double kBf16FirstTol = 1e-5;
 
 TEST_P(TrainedDefault, Bf16MatchesRoundingReferenceOnEveryPath) {
+  ASSERT_FALSE(first_ids_.empty());
+  const int64_t n_first = static_cast<int64_t>(first_ids_.size());
+  const NpyArray first_prefill = npy_read_f32(kData + "logits_first_prefill_bf16.npy");
+  const NpyArray first_decode = npy_read_f32(kData + "logits_first_decode_bf16.npy");
+  for (const NpyArray* a : {&first_prefill, &first_decode})
+    ASSERT_EQ(a->shape, (std::vector<int64_t>{n_first, V_}));
   const std::vector<float> want_prefill = reference("logits_prefill_bf16.npy");
   const std::vector<float> want_decode = reference("logits_decode_bf16.npy");
   for_each_bf16_path([&](const std::string& path) {
-    Sequence a(*model_), b(*model_);
-    for (const auto& [what, got, want] : {std::tuple{"prefill", a.prefill(ids_), &want_prefill},
-                                          std::tuple{"decode", decode_all(b, 0), &want_decode}}) {
-      const Compare c = compare(got, *want, V_);
-      std::printf("    bf16 %-7s %-20s vs rounding ref: position 0 %.3e, worst %.3e (%lld)\n", what,
-                  path.c_str(), c.first_rel, c.max_rel, (long long)c.worst);
-      EXPECT_LE(c.first_rel, kBf16FirstTol) << what << " " << path;
-      EXPECT_LE(c.max_rel, kBf16Tol) << what << " " << path;
-      EXPECT_EQ(c.argmax_mismatch, 0) << what << " " << path;
+    double worst_first = 0;
+    for (int64_t i = 0; i < n_first; ++i) {
+      Sequence a(*model_), b(*model_);
+      for (const auto& [got, want] : {std::pair{a.prefill({first_ids_[i]}), &first_prefill},
+                                      std::pair{b.decode(first_ids_[i]), &first_decode}}) {
+        const std::vector<float> row(want->data.begin() + i * V_,
+                                     want->data.begin() + (i + 1) * V_);
+        worst_first = std::max(worst_first, compare(got, row, V_).max_rel);
+      }
     }
+    std::printf("    bf16 %-20s vs rounding ref: %zu one-token prompts, worst %.3e\n",
+                path.c_str(), first_ids_.size(), worst_first);
+    EXPECT_LE(worst_first, kBf16FirstTol) << path;
+    Sequence a(*model_), b(*model_);
+    expect_close_mode(a.prefill(ids_), want_prefill, "bf16 prefill " + path + " vs rounding",
+                      kBf16Tol);
+    expect_close_mode(decode_all(b, 0), want_decode, "bf16 decode " + path + " vs rounding",
+                      kBf16Tol);
   });
 }
 
@@ -259,11 +328,9 @@ TEST_P(TrainedDefault, Bf16MatchesRoundingReferenceOnEveryPath) {
 // activations (blocks of 32, one fp32 scale each) for the MXFP4 ones (the routed experts of
 // models/default). Its own stated tolerance on the trained model against the same float64
 // reference, on every path (scalar, AVX2, AVX-512 VNNI: bit-identical to each other for the
-// int8 matmuls), prefill and decode, with the same argmax at every position.
-// Measured on the model shipped 2026-12-06 12:30: prefill 8.9e-3 (scalar, avx512vnni) to
-// 1.38e-2 (avx2), decode 9.4e-3 to 1.08e-2; on the models before it 1.27e-2 to 1.86e-2 (08:55),
-// 8.1e-3 to 1.44e-2 (05:45) and 4.6e-3 to 6.5e-3 (2026-12-01). Restated with the model as the
-// bf16 bound (it was 1.5e-2), no kernel changed.
+// int8 matmuls), prefill and decode, with the near-tie rules above.
+// Measured on the model shipped 2026-12-07 away from router near-ties: 6.2e-3 to 6.7e-3
+// (scalar, avx2); on earlier models, all positions, 4.6e-3 to 1.86e-2.
 constexpr double kQ8Tol = 2.5e-2;
 
 TEST_P(TrainedDefault, Q8MatchesReferenceOnEveryPath) {
@@ -272,8 +339,10 @@ TEST_P(TrainedDefault, Q8MatchesReferenceOnEveryPath) {
     set_isa(isa);
     const std::string path = std::string(isa_name(isa)) + "+" + q8_kernel_name();
     Sequence a(*model_), b(*model_);
-    expect_close(a.prefill(ids_), reference("logits_prefill.npy"), "q8 prefill " + path, kQ8Tol);
-    expect_close(decode_all(b, 0), reference("logits_decode.npy"), "q8 decode " + path, kQ8Tol);
+    expect_close_mode(a.prefill(ids_), reference("logits_prefill.npy"), "q8 prefill " + path,
+                      kQ8Tol);
+    expect_close_mode(decode_all(b, 0), reference("logits_decode.npy"), "q8 decode " + path,
+                      kQ8Tol);
   }
 }
 
