@@ -239,10 +239,11 @@ class TrainedDefault : public Golden {
       if (logit_margin_[t] >= kLogitTie)
         argmax_mismatch += argmax(&got[t * V_], V_) != argmax(&want[t * V_], V_);
     }
-    std::printf("    %-34s max rel L2 %.3e (position %lld); %lld router near-ties, worst %.3e; "
-                "argmax mismatches %lld\n",
-                what.c_str(), worst, (long long)worst_at, (long long)ties, worst_tie,
-                (long long)argmax_mismatch);
+    std::printf(
+        "    %-34s max rel L2 %.3e (position %lld); %lld router near-ties, worst %.3e; "
+        "argmax mismatches %lld\n",
+        what.c_str(), worst, (long long)worst_at, (long long)ties, worst_tie,
+        (long long)argmax_mismatch);
     EXPECT_LE(worst, tol) << what << ": worst position " << worst_at;
     EXPECT_LE(worst_tie, kFlipTol) << what << " at a router near-tie";
     EXPECT_EQ(argmax_mismatch, 0) << what;
@@ -313,8 +314,8 @@ TEST_P(TrainedDefault, Bf16MatchesRoundingReferenceOnEveryPath) {
         worst_first = std::max(worst_first, compare(got, row, V_).max_rel);
       }
     }
-    std::printf("    bf16 %-20s vs rounding ref: %zu one-token prompts, worst %.3e\n",
-                path.c_str(), first_ids_.size(), worst_first);
+    std::printf("    bf16 %-20s vs rounding ref: %zu one-token prompts, worst %.3e\n", path.c_str(),
+                first_ids_.size(), worst_first);
     EXPECT_LE(worst_first, kBf16FirstTol) << path;
     Sequence a(*model_), b(*model_);
     expect_close_mode(a.prefill(ids_), want_prefill, "bf16 prefill " + path + " vs rounding",
