@@ -11,11 +11,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <tuple>
 
 #include "backend/cuda/cuda.h"
 #include "k3/k3.h"
 #include "k3/npy.h"
 #include "model/golden_cases.h"
+#include "model/near_ties.h"
 
 namespace k3 {
 namespace {
@@ -153,14 +155,13 @@ TEST_P(CudaStep, BatchedMixedStepsMatchTheCpu) {
 // bf16 precision on the device (k3::set_cpu_precision sets the device's too: the GEMMs' and the
 // routed experts' inputs rounded once, decode steps included), stated as the CPU's is
 // (test_golden.cpp, TrainedDefault): the trained default model against its float64 reference,
-// prefill in one step and token by token, per row relative L2 within the CPU's bf16 bound
-// (kBf16Tol there: 2.5e-2, restated with each retrained model) and the same argmax at every
-// position. Measured on the device: 8.9e-3 (prefill) on the model of 2026-12-06 05:45 (under
-// 1e-2 then); 9.28e-3 prefill, 2.31e-3 decode on the one shipped at 08:55 (H100); the model
-// shipped at 12:30 was not yet run here (no device time was left in the session that trained
-// it; its CPU paths measure 4.0e-3 to 2.17e-2). (The random golden
-// cases amplify any rounding: bf16 moves their logits by up to 0.75 on the CPU too, so they hold no
-// bf16 tolerance.)
+// prefill in one step and token by token, per row relative L2 within the CPU's bf16 bound, under
+// the near-tie rules of near_ties.h. Measured on the device: 8.9e-3 (prefill) on the model of
+// 2026-12-06 05:45; 9.28e-3 prefill, 2.31e-3 decode on the one shipped at 08:55 (H100); the models
+// shipped 2026-12-06 12:30 and 2026-12-07 were not run here (no device time was left in the
+// sessions that trained them; the CPU paths measure 5.5e-3 to 5.9e-3 on the latest). (The random
+// golden cases amplify any rounding: bf16 moves their logits by up to 0.75 on the CPU too, so they
+// hold no bf16 tolerance.)
 TEST(CudaBf16, TrainedDefaultMatchesReference) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const std::string data = K3_SOURCE_DIR "/tests/data/trained_default/";
@@ -183,19 +184,23 @@ TEST(CudaBf16, TrainedDefaultMatchesReference) {
     decode.push_back(engine.step(one));
   }
   set_cpu_precision(name.substr(0, name.find(' ')));
-  Agreement pre, dec;
-  pre.add(prefill, split_rows(npy_read_f32(data + "logits_prefill.npy").data, V));
-  dec.add(decode, split_rows(npy_read_f32(data + "logits_decode.npy").data, V));
-  std::printf(
-      "    bf16 on the device vs float64 ref: prefill max rel %.3e, argmax %lld/%lld; "
-      "decode max rel %.3e, argmax %lld/%lld\n",
-      pre.max_rel, (long long)pre.argmax_same, (long long)pre.rows, dec.max_rel,
-      (long long)dec.argmax_same, (long long)dec.rows);
-  constexpr double kBf16Tol = 2.5e-2;
-  EXPECT_LE(pre.max_rel, kBf16Tol);
-  EXPECT_LE(dec.max_rel, kBf16Tol);
-  EXPECT_EQ(pre.argmax_same, pre.rows);
-  EXPECT_EQ(dec.argmax_same, dec.rows);
+  auto flat = [](const Rows& rows) {
+    std::vector<float> out;
+    for (const auto& r : rows) out.insert(out.end(), r.begin(), r.end());
+    return out;
+  };
+  const test::NearTies ties = test::NearTies::load(data + "ties.json");
+  ASSERT_EQ(ties.router_margin.size(), ids.size());
+  constexpr double kBf16Tol = 2.5e-2;  // as test_golden.cpp's
+  for (const auto& [what, got, want] :
+       {std::tuple{"bf16 on the device, prefill", &prefill, "logits_prefill.npy"},
+        std::tuple{"bf16 on the device, decode", static_cast<const Rows*>(&decode),
+                   "logits_decode.npy"}}) {
+    const std::vector<float> g = flat(*got);
+    const std::vector<float> w = npy_read_f32(data + want).data;
+    ASSERT_EQ(g.size(), w.size()) << what;
+    ties.expect_close(g.data(), w.data(), V, what, kBf16Tol);
+  }
 }
 
 TEST_P(CudaStep, DecodeEqualsPrefill) {

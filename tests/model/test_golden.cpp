@@ -17,6 +17,7 @@
 #include "k3/k3.h"
 #include "k3/npy.h"
 #include "model/golden_cases.h"
+#include "model/near_ties.h"
 #include "ops/linear/linear.h"
 
 namespace k3 {
@@ -157,23 +158,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, Golden, ::testing::ValuesIn(case_dirs()), name_o
 
 // The low-precision modes (bf16, q8) on the trained default model (models/default) against
 // float64 references (tests/reference/k3_ref.py, data in tests/data/trained_default, written by
-// tests/reference/make_trained_default.py with each shipped model).
-//
-// Two kinds of position are decided by a near-tie, where any rounding may legitimately change
-// the outcome, and the tests say so instead of tuning their bounds to each model:
-// - a router near-tie: at some MoE layer the k-th and (k+1)-th biased scores differ by less than
-//   kRouterTie, so the mode's rounding can swap one of the chosen experts, a discrete change of
-//   that position's logits (measured on the model shipped 2026-12-07: layer 7 at position 15 has
-//   a gap of 7.7e-5 and q8 swaps it, 8.1e-2 there against <= 6.7e-3 at every other position).
-//   Those positions are held to kFlipTol, the rest to the mode's bound;
-// - a logit near-tie: the reference's top two logits differ by less than kLogitTie (0.004 and
-//   0.010 at positions 5 and 12 of the same model, where both modes' errors are ~0.02 a logit),
-//   so the argmax is not compared there.
-// Elsewhere every position must hold the bound and the same argmax.
-constexpr double kRouterTie = 5e-4;  // as ROUTER_MARGIN in make_trained_default.py
-constexpr double kLogitTie = 0.05;
-constexpr double kFlipTol = 0.2;
-
+// tests/reference/make_trained_default.py with each shipped model), under the near-tie rules of
+// near_ties.h.
 // bf16 precision (core/precision.h; docs/CPU.md): activations rounded to bf16 before every
 // BF16 / MXFP4 matmul but the router. Checked on every path (each CPU path, and vdpbf16ps and its
 // fallback where the CPU has AVX512_BF16), prefill and token-by-token decode; the fp32 path is
@@ -189,13 +175,9 @@ class TrainedDefault : public Golden {
     model_ = Model::load(GetParam());
     ids_ = read_ids(kData + "tokens.json");
     V_ = model_->vocab_size();
-    std::ifstream f(kData + "ties.json");
-    const nlohmann::json ties = nlohmann::json::parse(f);
-    router_margin_ = ties["router_margin"].get<std::vector<double>>();
-    logit_margin_ = ties["logit_margin"].get<std::vector<double>>();
-    first_ids_ = ties["first_ids"].get<std::vector<int64_t>>();
-    ASSERT_EQ(router_margin_.size(), ids_.size());
-    ASSERT_EQ(logit_margin_.size(), ids_.size());
+    ties_ = test::NearTies::load(kData + "ties.json");
+    ASSERT_EQ(ties_.router_margin.size(), ids_.size());
+    ASSERT_EQ(ties_.logit_margin.size(), ids_.size());
   }
   void TearDown() override {
     set_bf16_dot_allowed(true);
@@ -221,46 +203,14 @@ class TrainedDefault : public Golden {
     EXPECT_EQ(a.shape, (std::vector<int64_t>{static_cast<int64_t>(ids_.size()), V_}));
     return a.data;
   }
-  // A low-precision run against a reference, [T, V] each, with the near-tie rules above.
   void expect_close_mode(const std::vector<float>& got, const std::vector<float>& want,
                          const std::string& what, double tol) {
     ASSERT_EQ(got.size(), want.size()) << what;
-    double worst = 0, worst_tie = 0;
-    int64_t worst_at = -1, ties = 0, argmax_mismatch = 0;
-    for (size_t t = 0; t < ids_.size(); ++t) {
-      const double rel = row_rel(got, want, t);
-      if (router_margin_[t] < kRouterTie) {
-        ++ties;
-        worst_tie = std::max(worst_tie, rel);
-      } else if (!(rel <= worst)) {
-        worst = rel;
-        worst_at = static_cast<int64_t>(t);
-      }
-      if (logit_margin_[t] >= kLogitTie)
-        argmax_mismatch += argmax(&got[t * V_], V_) != argmax(&want[t * V_], V_);
-    }
-    std::printf(
-        "    %-34s max rel L2 %.3e (position %lld); %lld router near-ties, worst %.3e; "
-        "argmax mismatches %lld\n",
-        what.c_str(), worst, (long long)worst_at, (long long)ties, worst_tie,
-        (long long)argmax_mismatch);
-    EXPECT_LE(worst, tol) << what << ": worst position " << worst_at;
-    EXPECT_LE(worst_tie, kFlipTol) << what << " at a router near-tie";
-    EXPECT_EQ(argmax_mismatch, 0) << what;
-  }
-  double row_rel(const std::vector<float>& got, const std::vector<float>& want, size_t t) const {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < V_; ++i) {
-      const double d = double(got[t * V_ + i]) - want[t * V_ + i];
-      num += d * d;
-      den += double(want[t * V_ + i]) * want[t * V_ + i];
-    }
-    return std::sqrt(num / den);
+    ties_.expect_close(got.data(), want.data(), V_, what, tol);
   }
   const std::string kData = K3_SOURCE_DIR "/tests/data/trained_default/";
   Isa saved_isa_ = active_isa();
-  std::vector<double> router_margin_, logit_margin_;
-  std::vector<int64_t> first_ids_;
+  test::NearTies ties_;
 };
 
 TEST_P(TrainedDefault, Fp32MatchesReference) {
@@ -295,8 +245,8 @@ TEST_P(TrainedDefault, Bf16MatchesReferenceOnEveryPath) {
 constexpr double kBf16FirstTol = 1e-5;
 
 TEST_P(TrainedDefault, Bf16MatchesRoundingReferenceOnEveryPath) {
-  ASSERT_FALSE(first_ids_.empty());
-  const int64_t n_first = static_cast<int64_t>(first_ids_.size());
+  ASSERT_FALSE(ties_.first_ids.empty());
+  const int64_t n_first = static_cast<int64_t>(ties_.first_ids.size());
   const NpyArray first_prefill = npy_read_f32(kData + "logits_first_prefill_bf16.npy");
   const NpyArray first_decode = npy_read_f32(kData + "logits_first_decode_bf16.npy");
   for (const NpyArray* a : {&first_prefill, &first_decode})
@@ -307,15 +257,15 @@ TEST_P(TrainedDefault, Bf16MatchesRoundingReferenceOnEveryPath) {
     double worst_first = 0;
     for (int64_t i = 0; i < n_first; ++i) {
       Sequence a(*model_), b(*model_);
-      for (const auto& [got, want] : {std::pair{a.prefill({first_ids_[i]}), &first_prefill},
-                                      std::pair{b.decode(first_ids_[i]), &first_decode}}) {
+      for (const auto& [got, want] : {std::pair{a.prefill({ties_.first_ids[i]}), &first_prefill},
+                                      std::pair{b.decode(ties_.first_ids[i]), &first_decode}}) {
         const std::vector<float> row(want->data.begin() + i * V_,
                                      want->data.begin() + (i + 1) * V_);
         worst_first = std::max(worst_first, compare(got, row, V_).max_rel);
       }
     }
     std::printf("    bf16 %-20s vs rounding ref: %zu one-token prompts, worst %.3e\n", path.c_str(),
-                first_ids_.size(), worst_first);
+                ties_.first_ids.size(), worst_first);
     EXPECT_LE(worst_first, kBf16FirstTol) << path;
     Sequence a(*model_), b(*model_);
     expect_close_mode(a.prefill(ids_), want_prefill, "bf16 prefill " + path + " vs rounding",
