@@ -87,11 +87,18 @@ class Optimizer {
 // Muon tensor that is not a matrix.
 void assign_groups(std::vector<Param>& params, const HParams& hp, bool per_head_muon);
 
+// The gradient passes below run over the pool's threads in pieces fixed by the shapes alone, so
+// their results do not depend on the thread count.
 // sqrt of the sum of every gradient element squared (in double), over all non-frozen params.
 double grad_global_norm(std::span<const Param> params);
 // Scales every gradient by max_norm / norm when the global norm exceeds max_norm (max_norm <= 0
 // disables clipping). Returns the norm before clipping.
 double clip_grad_norm(std::span<const Param> params, double max_norm);
+// scale_grads(factor) then clip_grad_norm(max_norm), the first two in one pass over the
+// gradients (the same bits). Returns the norm before clipping.
+double scale_grads_and_clip(std::span<const Param> params, float factor, double max_norm);
+// clip_grad_norm's second half, for a norm already taken; throws k3::Error if it is not finite.
+double clip_to_norm(std::span<const Param> params, double norm, double max_norm);
 void scale_grads(std::span<const Param> params, float factor);
 void zero_grads(std::span<const Param> params);
 

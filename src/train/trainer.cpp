@@ -168,9 +168,9 @@ class Trainer {
     const double loss = gpu_ ? gpu_->run(params_, windows, grads_, bal_.hook(), opt)
                              : batch_.run(hp_, params_, windows, grads_, bal_.hook(), opt);
     const auto t1 = std::chrono::steady_clock::now();
-    scale_grads(opt_.params(), static_cast<float>(1.0 / double(seqs)));
     TrainPoint p;
-    p.grad_norm = clip_grad_norm(opt_.params(), cfg_.clip);
+    p.grad_norm =
+        scale_grads_and_clip(opt_.params(), static_cast<float>(1.0 / double(seqs)), cfg_.clip);
     p.lr = sched_.at(state_.step);
     opt_.step(static_cast<float>(p.lr));
     p.max_vio = bal_.finish_step(params_).worst;

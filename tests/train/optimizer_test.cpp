@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "k3/error.h"
 #include "k3/hparams.h"
+#include "k3/model.h"
 #include "k3/weight_table.h"
 #include "train/newton_schulz.h"
 
@@ -167,6 +170,61 @@ TEST(Optimizer, RejectsHeadsThatDoNotDivide) {
   EXPECT_THROW(Optimizer({p}, OptimizerConfig{}), Error);
   Param v{"vec", {12}, w.data(), g.data(), ParamGroup{Update::muon, HeadAxis::none, 1, true}};
   EXPECT_THROW(Optimizer({v}, OptimizerConfig{}), Error);
+}
+
+// The gradient passes split tensors into fixed pieces over the threads: tensors of ragged sizes
+// around the piece size (2^16), random gradients, a frozen one. The fused scale + clip equals
+// the two passes bit for bit, and neither depends on the thread count; the norm matches a
+// plain double sum to rounding.
+TEST(Optimizer, GradientPassesAreThreadCountIndependent) {
+  const std::vector<int64_t> sizes = {1, 65535, 65536, 65537, 200000, 7};
+  const int saved_threads = num_threads();
+  auto run = [&](int threads, bool fused, double* norm) {
+    set_num_threads(threads);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<std::vector<float>> w(sizes.size()), g(sizes.size());
+    std::vector<Param> ps;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      w[i].assign(static_cast<size_t>(sizes[i]), 0.0f);
+      g[i].resize(static_cast<size_t>(sizes[i]));
+      for (float& x : g[i]) x = u(rng);
+      ps.push_back(make(w[i], g[i], {sizes[i]}, i == 2 ? Update::frozen : Update::adamw));
+    }
+    if (fused) {
+      *norm = scale_grads_and_clip(ps, 0.25f, 10.0);
+    } else {
+      scale_grads(ps, 0.25f);
+      *norm = clip_grad_norm(ps, 10.0);
+    }
+    std::vector<float> all;
+    for (const auto& v : g) all.insert(all.end(), v.begin(), v.end());
+    return all;
+  };
+  double n_ref = 0;
+  const std::vector<float> ref = run(1, false, &n_ref);
+  // The norm before clipping against a plain double sum of the same scaled gradients (the same
+  // generator), which differs only in the order of the additions.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  double plain = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    for (int64_t j = 0; j < sizes[i]; ++j) {
+      const float x = u(rng) * 0.25f;
+      if (i != 2) plain += double(x) * x;
+    }
+  }
+  EXPECT_GT(n_ref, 10.0);  // so clipping ran
+  EXPECT_NEAR(std::sqrt(plain), n_ref, 1e-12 * n_ref);
+  for (int threads : {1, 2, 3}) {
+    for (bool fused : {false, true}) {
+      double n = 0;
+      const std::vector<float> got = run(threads, fused, &n);
+      EXPECT_EQ(std::memcmp(&n, &n_ref, sizeof n), 0) << threads << " threads, fused " << fused;
+      EXPECT_EQ(got, ref) << threads << " threads, fused " << fused;
+    }
+  }
+  set_num_threads(saved_threads);
 }
 
 TEST(Optimizer, FrozenIsUntouchedAndOutOfTheNorm) {
