@@ -10,7 +10,9 @@
 # makes it) holds k3.xz (a stripped, xz-packed k3 built with CUDA from this tree), lib/ (its
 # shared libraries the machine lacks) and corpus/{train.txt.xz,heldout.txt}. Environment: CONFIG (configs/train-default-gpu.json),
 # TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), DEVICE (cuda; cpu to try
-# the script on a machine without a GPU), EVAL_BYTES (the held-out bytes scored at the end: all).
+# the script on a machine without a GPU; also where the held-out score runs), EVAL_BYTES (the
+# held-out bytes scored at the end: all). start and wait also bring home the last saved
+# checkpoint, converted (snapshot.tgz.NN), in case the machine is not held to the end.
 # Results go to $OUT: progress.txt, results.tgz (logs, curve, held-out evaluation) and
 # model.tgz.NN (BF16 + MXFP4 experts, in pieces under the tool's 16 MiB file limit).
 set -uo pipefail
