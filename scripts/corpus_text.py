@@ -13,8 +13,10 @@
   weight, so text unlike the bulk of the corpus is not drowned by it.
 
 KIND is one of rst, pod, info, html, plain, rdata (the strings of an R lazy-load database,
-R/site-library/*/data/Rdata.rdb: one line each) and wordnet (WordNet data.* files: each synset's
-words and gloss). Files may be gzip-compressed (.gz, or dictzip .dz)."""
+R/site-library/*/data/Rdata.rdb: one line each), wordnet (WordNet data.* files: each synset's
+words and gloss), gamejson (Cataclysm: DDA's JSON: the prose of its descriptions, notes and
+dialogue), gamescript (Endless Sky's data files: its conversations and descriptions) and
+crawldb (Dungeon Crawl's text databases: '%%%%'-separated entries). Files may be gzip-compressed (.gz, or dictzip .dz)."""
 import bz2
 import gzip
 import html.parser
@@ -171,9 +173,95 @@ def wordnet_text(path):
     return "\n".join(out)
 
 
+# Game placeholders, filled with one plausible word so the sentences read as English.
+FILL = {"planet": "Earth", "destination": "Mars", "origin": "Earth", "system": "Sol",
+        "payment": "50,000 credits", "npc": "the pirate", "cargo": "ten tons of food",
+        "commodity": "food", "bunks": "four", "date": "the fifth", "last": "Smith",
+        "first": "Sam", "passengers": "three passengers", "tons": "ten tons", "ship": "ship",
+        "npcname": "Sam", "name_g": "Sam", "name_b": "Alex", "given_name": "Sam",
+        "full_name": "Sam Smith", "family_name": "Smith", "city": "the city",
+        "the_cataclysm": "the Cataclysm", "zombies": "zombies", "swear": "damn",
+        "mypronoun": "I", "very": "very", "really": "really", "okay": "okay"}
+PLACEHOLDER = re.compile(r"</?([A-Za-z_ ]*)>")
+
+
+def fill_placeholders(text):
+    """Markup (<color_red>, </info>) is dropped; named placeholders get a plain word."""
+    return PLACEHOLDER.sub(lambda m: FILL.get(m.group(1), ""), text)
+
+
+# The keys of Cataclysm's JSON whose strings are prose (maps, ASCII art and comments are not).
+GAME_PROSE_KEYS = {"description", "text", "dynamic_line", "messages", "offer", "advice", "desc",
+                   "success", "yes", "no", "info", "accepted", "rejected", "job_description",
+                   "detailed_definition", "message", "failure", "describe"}
+
+
+def gamejson_text(path):
+    import json
+    out = []
+
+    def walk(o, key):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                walk(v, k)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v, key)
+        elif isinstance(o, str) and key in GAME_PROSE_KEYS and o.count(" ") >= 3:
+            out.append(fill_placeholders(o).replace("\\n", "\n"))
+
+    try:
+        walk(json.loads(read(path)), None)
+    except ValueError:
+        return ""
+    return "\n\n".join(short_lines_joined(out))
+
+
+def short_lines_joined(texts, min_chars=200):
+    """Consecutive short strings (a line of dialogue, its answers) as one paragraph of lines."""
+    paragraphs, current = [], []
+    for t in texts:
+        current.append(t.strip())
+        if sum(len(c) for c in current) >= min_chars:
+            paragraphs.append("\n".join(current))
+            current = []
+    if current:
+        paragraphs.append("\n".join(current))
+    return paragraphs
+
+
+GAME_LINE = re.compile(r'^\s*(?:`(.*)`|(?:description|"description")\s+"(.*)")\s*$')
+
+
+def gamescript_text(path):
+    """Backquoted lines (conversations) and description lines; a block of them is a paragraph."""
+    out = []
+    for line in read(path).splitlines():
+        m = GAME_LINE.match(line)
+        text = (m.group(1) if m and m.group(1) is not None else m.group(2) if m else "")
+        text = fill_placeholders(text.strip())
+        if text.count(" ") >= 2:
+            out.append(text)
+        elif out and out[-1]:
+            out.append("")
+    return "\n\n".join(p for p in "\n".join(out).split("\n\n") if p)
+
+
+def crawldb_text(path):
+    """Entries between '%%%%' lines: a key line, then text; links to other entries left out."""
+    out = []
+    for entry in read(path).split("%%%%"):
+        lines = entry.strip("\n").split("\n")
+        body = "\n".join(lines[1:]).strip()
+        if body and not (body.startswith("<") and body.endswith(">")) and body.count(" ") >= 3:
+            out.append(fill_placeholders(body))
+    return "\n\n".join(out)
+
+
 CLEAN = {"rst": clean_rst, "pod": clean_pod, "info": clean_info, "html": clean_html,
          "plain": lambda t: t}
-READ = {"rdata": rdata_text, "wordnet": wordnet_text}
+READ = {"rdata": rdata_text, "wordnet": wordnet_text, "gamejson": gamejson_text,
+        "gamescript": gamescript_text, "crawldb": crawldb_text}
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 

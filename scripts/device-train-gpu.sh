@@ -9,7 +9,9 @@
 # CARRY (an ignored folder carried with the call; `scripts/gpu-pack.sh CARRY data/corpus`
 # makes it) holds k3.xz (a stripped, xz-packed k3 built with CUDA from this tree), lib/ (its
 # shared libraries the machine lacks) and corpus/{train.txt.xz,heldout.txt}. Environment: CONFIG (configs/train-default-gpu.json),
-# TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), DEVICE (cuda; cpu to try
+# TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), SCHEDULE (cosine),
+# MIN_LR_RATIO (0.1), SEED (1), FROM (a model folder of the tree to train on from, e.g.
+# models/default; without it a fresh `k3 init` of CONFIG), DEVICE (cuda; cpu to try
 # the script on a machine without a GPU; also where the held-out score runs), EVAL_BYTES (the
 # held-out bytes scored at the end: all). start and wait also bring home the last saved
 # checkpoint, converted (snapshot.tgz.NN), in case the machine is not held to the end.
@@ -47,15 +49,21 @@ export LD_LIBRARY_PATH=$W/lib:/usr/local/cuda/lib64:\${LD_LIBRARY_PATH:-}
 cd $PWD
 CONFIG=${CONFIG:-configs/train-default-gpu.json} SEQ=${SEQ:-512} BATCH=${BATCH:-32}
 LR=${LR:-4e-3} WARMUP=${WARMUP:-100} TRAIN_SECONDS=${TRAIN_SECONDS:-900}
-rm -rf $W/init && $K3 init --config \$CONFIG -o $W/init --seed 1 >/dev/null &&
-  cp models/default/tiktoken.model models/default/tokenizer_config.json $W/init/ || exit 1
+SCHEDULE=${SCHEDULE:-cosine} MIN_LR_RATIO=${MIN_LR_RATIO:-0.1} SEED=${SEED:-1} FROM=${FROM:-}
+rm -rf $W/init
+if [ -n "\$FROM" ]; then cp -r "\$FROM" $W/init || exit 1
+else
+  $K3 init --config \$CONFIG -o $W/init --seed 1 >/dev/null &&
+    cp models/default/tiktoken.model models/default/tokenizer_config.json $W/init/ || exit 1
+fi
 train() { $K3 train -m $W/init --data $W/corpus/train.txt --val $W/corpus/heldout.txt \
-  --seq-len \$SEQ --batch \$BATCH --warmup \$WARMUP --lr \$LR --device ${DEVICE:-cuda} -s 1 "\$@"; }
+  --seq-len \$SEQ --batch \$BATCH --warmup \$WARMUP --lr \$LR --schedule \$SCHEDULE \
+  --min-lr-ratio \$MIN_LR_RATIO --device ${DEVICE:-cuda} -s \$SEED "\$@"; }
 train -o $W/timing --steps 1000 --stop-after 30 --eval-every 100000 --log-every 10 >$W/timing.log 2>&1
 tps=\$(grep -o '(30 steps, [0-9.]* tokens/s' $W/timing.log | grep -o '[0-9.]* tokens' | cut -d' ' -f1)
 [ -n "\$tps" ] || { echo "timing run failed" >>$W/plan.txt; tail -5 $W/timing.log >>$W/plan.txt; exit 1; }
 STEPS=\$(python3 -c "print(max(10, int(\$TRAIN_SECONDS * \$tps / (\$SEQ * \$BATCH))))")
-echo "\$CONFIG: \$tps tokens/s in the timing run -> \$STEPS steps of \$BATCH x \$SEQ, lr \$LR, warmup \$WARMUP" >>$W/plan.txt
+echo "\${FROM:-\$CONFIG}: \$tps tokens/s in the timing run -> \$STEPS steps of \$BATCH x \$SEQ, lr \$LR (\$SCHEDULE to \$MIN_LR_RATIO), warmup \$WARMUP, seed \$SEED" >>$W/plan.txt
 train -o $W/run --steps \$STEPS --eval-every \$(((STEPS + 19) / 20)) --eval-windows 32 \
   --save-every 200 --log-every 20 >$W/train.log 2>&1
 echo "training rc \$?" >>$W/plan.txt

@@ -40,11 +40,16 @@ sources=(
   "r-cran-tokenizers rdata */tokenizers/data/Rdata.rdb"
   "dict-devil plain */dictd/devil.dict.dz"
   "wordnet-base wordnet */wordnet/data.*"
+  "cataclysm-dda-data gamejson *.json"
+  "endless-sky-data gamescript */data/*.txt"
+  "crawl-common crawldb */dat/descript/*.txt */dat/descript/*/*"
 )
-# Mixture weights (default 1): the general English of novels, Bierce's dictionary and WordNet's
-# glosses is a small part of the text next to the manuals, and is what the held-out fortunes
-# read like, so each paragraph of it is written this many times.
-declare -A weights=([r-cran-janeaustenr]=3 [r-cran-tokenizers]=3 [dict-devil]=3)
+# Mixture weights (default 1): the general English of novels, Bierce's dictionary and three
+# games' prose (Cataclysm: DDA's descriptions and dialogue, Endless Sky's conversations, Dungeon
+# Crawl's descriptions and quotations) is a small part of the text next to the manuals, and is
+# what the held-out fortunes read like, so each paragraph of it is written this many times.
+declare -A weights=([r-cran-janeaustenr]=3 [r-cran-tokenizers]=3 [dict-devil]=3
+  [cataclysm-dda-data]=3 [endless-sky-data]=3 [crawl-common]=3)
 heldout_packages=(fortunes fortunes-min)
 bible_packages=(bible-kjv bible-kjv-text)
 
@@ -77,7 +82,7 @@ for pkg in $(all_packages); do fetch "$pkg"; done
 # One text part per source.
 for s in "${sources[@]}"; do
   read -r pkg kind pattern exclude <<<"$s"
-  mapfile -t files < <(find "$out/root/$pkg" -type f -path "$pattern" ! -path "${exclude:-/}" |
+  mapfile -t files < <(find "$out/root/$pkg" -type f -path "$pattern" ! -path "${exclude:-/-nothing-/*}" |
     LC_ALL=C sort)
   if [ "${#files[@]}" -eq 0 ]; then
     echo "make-corpus: no files match $pattern in $pkg" >&2
