@@ -14,10 +14,14 @@ Keeps OUT_DIR/tokens.json (32 token ids) and writes, all from k3_ref.py in float
                       rounding can swap an expert, a discrete change of that position's output
     logit_margin[t]   top-1 minus top-2 exact logit at t: below the tests' threshold the argmax
                       is a coin toss under any rounding
+    swaps             per router near-tie (position, layer): what swapping its expert does to
+                      every position's logits (rel [T], argmax_moves [T]) in the exact model: a
+                      mode that swaps it is that much farther from the reference after it
     first_ids         the one-token prompts of logits_first_*_bf16.npy: ids whose every
                       bf16-rounded matmul input (prefill and decode) lies at least MIN_ULPS fp32 ulps from a bf16
                       rounding midpoint (closer, the engine's fp32 arithmetic decides the
-                      rounding as often as the float64 reference does), with router margins
+                      rounding as often as the float64 reference does) and rounds alike in the
+                      reference's fp32 emulation, with router margins
                       above ROUTER_MARGIN; the engine's bf16 paths must match these to ~1e-7
 """
 import json
@@ -49,16 +53,16 @@ def router_margins(m, trace, T):
     return out
 
 
-def midpoint_distance(m, token):
-    """Fewest fp32 ulps between any bf16-rounded input of a one-token prefill or decode and a
-    rounding midpoint; the two rows of logits; the router margin."""
-    closest = [1 << 30]
+def rounded_inputs(m, token):
+    """Every bf16-rounded matmul input of a one-token prefill and decode (before rounding, in
+    call order); the two rows of logits; the router margin. In an fp32 model (R.load(...,
+    np.float32)) the rounded values stay fp32, so the run is an fp32 emulation throughout."""
+    seen = []
     plain = R.round_bf16
 
     def watching(x):
-        bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.int64)
-        closest[0] = min(closest[0], int(np.min(np.abs((bits & 0xFFFF) - 0x8000))))
-        return plain(x)
+        seen.append(np.array(x, dtype=np.float64).ravel())
+        return plain(x).astype(x.dtype)
 
     R.round_bf16 = watching
     try:
@@ -67,7 +71,76 @@ def midpoint_distance(m, token):
         decode = R.forward_decode(m, [token])[0]
     finally:
         R.round_bf16 = plain
-    return closest[0], prefill, decode, router_margins(m, trace, 1)[0]
+    return np.concatenate(seen), prefill, decode, router_margins(m, trace, 1)[0]
+
+
+def far_from_midpoints(x64):
+    """Whether every rounded input lies at least MIN_ULPS fp32 ulps from a bf16 rounding midpoint."""
+    bits = x64.astype(np.float32).view(np.uint32).astype(np.int64)
+    return bool(np.all(np.abs((bits & 0xFFFF) - 0x8000) >= MIN_ULPS))
+
+
+def rounds_alike(x64, x32):
+    """Whether the reference's fp32 emulation, whose sums run in another order than the engine's,
+    rounds every input (x32, its values) to the bf16 that float64 (x64) does: an input that
+    cancels, a small sum of large terms, carries an fp32 error of many of its own ulps, which the
+    distance to the midpoint alone does not see (on the model shipped 2026-12-07 (b), the AVX2 path
+    rounded one such input of an otherwise MIN_ULPS-clear prompt the other way)."""
+    return bool(np.array_equal(R.round_bf16(x64), R.round_bf16(x32)))
+
+
+def swapping_router(target_layer, target_pos):
+    """R.router with, at one layer and position, the k-th chosen expert replaced by the (k+1)-th
+    in the biased order: what a rounding does at a router near-tie."""
+    plain = R.router
+
+    def router(m, l, x):
+        dense, sel = plain(m, l, x)
+        if l != target_layer:
+            return dense, sel
+        cfg = m.cfg
+        p = m.layer(l) + "block_sparse_moe.gate."
+        k = cfg["num_experts_per_token"]
+        s = R.sigmoid(R.linear(x[target_pos:target_pos + 1], m.w[p + "weight"], exact=True))[0]
+        order = np.argsort(-(s + m.w[p + "e_score_correction_bias"]), kind="stable")
+        chosen = np.concatenate([order[:k - 1], order[k:k + 1]])       # [k]
+        ws = s[chosen]
+        if k > 1 and cfg.get("moe_renormalize", True):
+            ws = ws / (np.sum(ws) + R.ROUTER_EPS)
+        dense, sel = dense.copy(), sel.copy()
+        dense[target_pos] = 0
+        dense[target_pos, chosen] = ws * cfg.get("routed_scaling_factor", 1.0)
+        sel[target_pos] = chosen
+        return dense, sel
+
+    return plain, router
+
+
+def swap_effects(m, ids, trace, exact):
+    """What each router near-tie of the text does when a rounding swaps it: for every MoE layer
+    and position with a biased top-k gap under ROUTER_MARGIN, the exact prefill rerun with that
+    expert swapped. One entry each: position, layer, rel [T] (the relative L2 change of every
+    position's logits; those after the tie change through the recurrent state and the cache)
+    and argmax_moves [T] (whether the swap moves that position's argmax)."""
+    k = m.cfg["num_experts_per_token"]
+    out = []
+    for name, logits in trace.items():
+        if not name.endswith(".moe.router_logits"):
+            continue
+        layer = int(name.split(".")[1])
+        bias = m.w[m.layer(layer) + "block_sparse_moe.gate.e_score_correction_bias"]
+        biased = -np.sort(-(R.sigmoid(logits) + bias[None, :]), axis=-1)
+        for t in np.nonzero(biased[:, k - 1] - biased[:, k] < ROUTER_MARGIN)[0]:
+            plain, R.router = swapping_router(layer, int(t))
+            try:
+                swapped = R.forward_prefill(m, ids)
+            finally:
+                R.router = plain
+            rel = np.linalg.norm(swapped - exact, axis=-1) / np.linalg.norm(exact, axis=-1)
+            moves = np.argmax(swapped, axis=-1) != np.argmax(exact, axis=-1)
+            out.append({"position": int(t), "layer": layer, "rel": rel.tolist(),
+                        "argmax_moves": moves.tolist()})
+    return sorted(out, key=lambda e: (e["position"], e["layer"]))
 
 
 def main():
@@ -76,6 +149,7 @@ def main():
     with open(os.path.join(out, "tokens.json")) as f:
         ids = json.load(f)
     m = R.load(model_dir)
+    m32 = R.load(model_dir, np.float32)  # the fp32 emulation, for rounds_alike
     save = lambda name, a: np.save(os.path.join(out, name), a.astype(np.float32))  # noqa: E731
 
     R.set_round_bf16(m, False)
@@ -85,7 +159,8 @@ def main():
     save("logits_decode.npy", R.forward_decode(m, ids))
     top2 = -np.sort(-exact, axis=-1)[:, :2]
     ties = {"router_margin": router_margins(m, trace, len(ids)).tolist(),
-            "logit_margin": (top2[:, 0] - top2[:, 1]).tolist()}
+            "logit_margin": (top2[:, 0] - top2[:, 1]).tolist(),
+            "swaps": swap_effects(m, ids, trace, exact)}
 
     R.set_round_bf16(m, True)
     save("logits_prefill_bf16.npy", R.forward_prefill(m, ids))
@@ -93,8 +168,13 @@ def main():
     first, prefill_rows, decode_rows = [], [], []
     rng = np.random.default_rng(SEED)
     for token in rng.permutation(np.arange(256, m.cfg["vocab_size"] - 256)):
-        ulps, prefill, decode, margin = midpoint_distance(m, int(token))
-        if ulps >= MIN_ULPS and margin >= ROUTER_MARGIN:
+        x64, prefill, decode, margin = rounded_inputs(m, int(token))
+        if margin < ROUTER_MARGIN or not far_from_midpoints(x64):
+            continue
+        R.set_round_bf16(m32, True)  # the set of rounded weights is per model: m32's own
+        x32 = rounded_inputs(m32, int(token))[0]
+        R.set_round_bf16(m, True)
+        if rounds_alike(x64, x32):
             first.append(int(token))
             prefill_rows.append(prefill)
             decode_rows.append(decode)
