@@ -120,5 +120,42 @@ TEST(Corpus, ExtractRDataStrings) {
   EXPECT_EQ(slurp(p + "r.txt"), "EMMA\n\nEmma Woodhouse, handsome,\n\nCall me Ishmael.\n\n");
 }
 
+// The games' prose: Cataclysm's JSON (prose keys only: no map rows, no "//" comments; short
+// strings gathered into one paragraph), Endless Sky's data files (backquoted conversation lines
+// and description lines, one paragraph per block) and Crawl's databases (entries between
+// '%%%%' lines, their key line and links to other entries left out); markup dropped,
+// placeholders filled with a plain word.
+TEST(Corpus, ExtractGameProse) {
+  test::TempDir d;
+  const std::string p = d.path() + "/";
+  d.write("items.json",
+          R"([{"type": "TOOL", "name": "knife", "rows": ["..##..", "..##.. .. .. .."],
+               "//": "keep this in sync with the recipe below please",
+               "description": "A <color_red>rusty</color> knife, still sharp enough to use.",
+               "dynamic_line": "Hello <npcname>, nice to meet you."}])");
+  ASSERT_EQ(corpus_text("extract gamejson " + p + "j.txt " + p + "items.json"), 0);
+  EXPECT_EQ(slurp(p + "j.txt"),
+            "A rusty knife, still sharp enough to use.\nHello Sam, nice to meet you.\n\n");
+  d.write("missions.txt",
+          "mission \"Intro\"\n"
+          "\tdescription \"Bring the cargo to <destination> by <date>.\"\n"
+          "\ton offer\n\t\tconversation\n"
+          "\t\t\t`The captain nods at you.`\n"
+          "\t\t\t`\t\"Welcome aboard,\" she says.`\n"
+          "\t\t\tchoice\n\t\t\t\t`\t\"Thanks.\"`\n");
+  ASSERT_EQ(corpus_text("extract gamescript " + p + "s.txt " + p + "missions.txt"), 0);
+  EXPECT_EQ(slurp(p + "s.txt"),
+            "Bring the cargo to Mars by the fifth.\n\n"
+            "The captain nods at you.\n\"Welcome aboard,\" she says.\n\n");
+  d.write("monsters.txt",
+          "%%%%\ndagger\n\nA short knife with a sharp point, made for stabbing.\n%%%%\n"
+          "knife\n\n<dagger>\n%%%%\nrat\n\nThe rat squeaks at you angrily.\n    -Anonymous\n"
+          "%%%%\n");
+  ASSERT_EQ(corpus_text("extract crawldb " + p + "c.txt " + p + "monsters.txt"), 0);
+  EXPECT_EQ(slurp(p + "c.txt"),
+            "A short knife with a sharp point, made for stabbing.\n\n"
+            "The rat squeaks at you angrily.\n    -Anonymous\n\n");
+}
+
 }  // namespace
 }  // namespace k3
