@@ -26,6 +26,15 @@ int corpus_text(const std::string& args) {
   return std::system(cmd.c_str());
 }
 
+// One file of a source kind through `corpus_text.py extract KIND`: the text it writes.
+std::string extracted(test::TempDir& d, const std::string& kind, const std::string& name,
+                      const std::string& content) {
+  d.write(name, content);
+  const std::string out = d.path() + "/" + name + ".out";
+  EXPECT_EQ(corpus_text("extract " + kind + " " + out + " " + d.path() + "/" + name), 0) << kind;
+  return slurp(out);
+}
+
 TEST(Corpus, HeldOutNeverReachesTraining) {
   test::TempDir d;
   const std::string p = d.path() + "/";
@@ -127,32 +136,25 @@ TEST(Corpus, ExtractRDataStrings) {
 // placeholders filled with a plain word.
 TEST(Corpus, ExtractGameProse) {
   test::TempDir d;
-  const std::string p = d.path() + "/";
-  d.write("items.json",
-          R"([{"type": "TOOL", "name": "knife", "rows": ["..##..", "..##.. .. .. .."],
+  EXPECT_EQ(extracted(d, "gamejson", "items.json",
+                      R"([{"type": "TOOL", "name": "knife", "rows": ["..##..", "..##.. .. .. .."],
                "//": "keep this in sync with the recipe below please",
                "description": "A <color_red>rusty</color> knife, still sharp enough to use.",
-               "dynamic_line": "Hello <npcname>, nice to meet you."}])");
-  ASSERT_EQ(corpus_text("extract gamejson " + p + "j.txt " + p + "items.json"), 0);
-  EXPECT_EQ(slurp(p + "j.txt"),
+               "dynamic_line": "Hello <npcname>, nice to meet you."}])"),
             "A rusty knife, still sharp enough to use.\nHello Sam, nice to meet you.\n\n");
-  d.write("missions.txt",
-          "mission \"Intro\"\n"
-          "\tdescription \"Bring the cargo to <destination> by <date>.\"\n"
-          "\ton offer\n\t\tconversation\n"
-          "\t\t\t`The captain nods at you.`\n"
-          "\t\t\t`\t\"Welcome aboard,\" she says.`\n"
-          "\t\t\tchoice\n\t\t\t\t`\t\"Thanks.\"`\n");
-  ASSERT_EQ(corpus_text("extract gamescript " + p + "s.txt " + p + "missions.txt"), 0);
-  EXPECT_EQ(slurp(p + "s.txt"),
+  EXPECT_EQ(extracted(d, "gamescript", "missions.txt",
+                      "mission \"Intro\"\n"
+                      "\tdescription \"Bring the cargo to <destination> by <date>.\"\n"
+                      "\ton offer\n\t\tconversation\n"
+                      "\t\t\t`The captain nods at you.`\n"
+                      "\t\t\t`\t\"Welcome aboard,\" she says.`\n"
+                      "\t\t\tchoice\n\t\t\t\t`\t\"Thanks.\"`\n"),
             "Bring the cargo to Mars by the fifth.\n\n"
             "The captain nods at you.\n\"Welcome aboard,\" she says.\n\n");
-  d.write("monsters.txt",
-          "%%%%\ndagger\n\nA short knife with a sharp point, made for stabbing.\n%%%%\n"
-          "knife\n\n<dagger>\n%%%%\nrat\n\nThe rat squeaks at you angrily.\n    -Anonymous\n"
-          "%%%%\n");
-  ASSERT_EQ(corpus_text("extract crawldb " + p + "c.txt " + p + "monsters.txt"), 0);
-  EXPECT_EQ(slurp(p + "c.txt"),
+  EXPECT_EQ(extracted(d, "crawldb", "monsters.txt",
+                      "%%%%\ndagger\n\nA short knife with a sharp point, made for stabbing.\n"
+                      "%%%%\nknife\n\n<dagger>\n%%%%\nrat\n\nThe rat squeaks at you angrily.\n"
+                      "    -Anonymous\n%%%%\n"),
             "A short knife with a sharp point, made for stabbing.\n\n"
             "The rat squeaks at you angrily.\n    -Anonymous\n\n");
 }
