@@ -16,7 +16,9 @@ KIND is one of rst, pod, info, html, plain, rdata (the strings of an R lazy-load
 R/site-library/*/data/Rdata.rdb: one line each), wordnet (WordNet data.* files: each synset's
 words and gloss), gamejson (Cataclysm: DDA's JSON: the prose of its descriptions, notes and
 dialogue), gamescript (Endless Sky's data files: its conversations and descriptions) and
-crawldb (Dungeon Crawl's text databases: '%%%%'-separated entries). Files may be gzip-compressed (.gz, or dictzip .dz)."""
+crawldb (Dungeon Crawl's text databases: '%%%%'-separated entries), wml (Wesnoth's
+translatable strings: its campaigns' dialogue and stories) and sword (a SWORD zText Bible
+module, given its ot.bzs / nt.bzs indexes). Files may be gzip-compressed (.gz, or dictzip .dz)."""
 import bz2
 import gzip
 import html.parser
@@ -258,10 +260,50 @@ def crawldb_text(path):
     return "\n\n".join(out)
 
 
+WML_STRING = re.compile(r'_\s*"((?:[^"]|"")*)"', re.S)
+WML_LINK = re.compile(r"<(\w+)>[^<]*?\btext='([^']*)'[^<]*</\1>")  # help links: their text
+WML_MARKUP = re.compile(r"</?\w+[^>]*>")
+
+
+def wml_text(path):
+    """Wesnoth's translatable strings (_ "..."): its dialogue, stories and descriptions. Strings
+    that name a variable or macro ($unit.name, {MACRO}) are left out, not guessed at."""
+    out = []
+    for m in WML_STRING.finditer(read(path)):
+        text = WML_LINK.sub(r"\2", m.group(1).replace('""', '"'))
+        text = WML_MARKUP.sub("", text).strip()
+        if text.count(" ") >= 4 and "$" not in text and "{" not in text:
+            out.append(text)
+    return "\n\n".join(short_lines_joined(out))
+
+
+OSIS_NOTE = re.compile(r"<note\b.*?</note>", re.S)
+OSIS_BREAK = re.compile(r'<div\b[^>]*\bsID="[^"]*"[^>]*type="x-p"[^>]*/>|<chapter\b[^>]*\bsID=[^>]*/>')
+OSIS_LINE = re.compile(r"<l\b[^>]*\bsID=[^>]*/>|</title>|<lb\b[^>]*/>")
+
+
+def sword_text(path):
+    """A SWORD zText Bible module (ot.bzs beside ot.bzz): its zlib blocks in order, OSIS markup
+    read as paragraphs (x-p divisions, chapters) and poetry lines, footnotes left out."""
+    import struct
+    index = read_bytes(path)
+    with open(path[:-1] + "z", "rb") as f:
+        blocks = f.read()
+    text = []
+    for i in range(len(index) // 12):
+        offset, size, _ = struct.unpack_from("<III", index, 12 * i)
+        text.append(zlib.decompress(blocks[offset:offset + size]).decode("utf-8", errors="replace"))
+    t = OSIS_NOTE.sub("", "".join(text))
+    t = OSIS_LINE.sub("\n", OSIS_BREAK.sub("\n\n", t))
+    t = re.sub(r"<[^>]*>", "", t)
+    return "\n\n".join(re.sub(r" *\n *", "\n", p).strip() for p in t.split("\n\n"))
+
+
 CLEAN = {"rst": clean_rst, "pod": clean_pod, "info": clean_info, "html": clean_html,
          "plain": lambda t: t}
 READ = {"rdata": rdata_text, "wordnet": wordnet_text, "gamejson": gamejson_text,
-        "gamescript": gamescript_text, "crawldb": crawldb_text}
+        "gamescript": gamescript_text, "crawldb": crawldb_text, "wml": wml_text,
+        "sword": sword_text}
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 

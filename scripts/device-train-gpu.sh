@@ -8,7 +8,7 @@
 #   scripts/device-train-gpu.sh all CARRY     start and finish in one call
 # CARRY (an ignored folder carried with the call; `scripts/gpu-pack.sh CARRY data/corpus`
 # makes it) holds k3.xz (a stripped, xz-packed k3 built with CUDA from this tree), lib/ (its
-# shared libraries the machine lacks) and corpus/{train.txt.xz,heldout.txt}. Environment: CONFIG (configs/train-default-gpu.json),
+# shared libraries the machine lacks) and corpus/{train,heldout}.txt.xz. Environment: CONFIG (configs/train-default-gpu.json),
 # TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), SCHEDULE (cosine),
 # MIN_LR_RATIO (0.1), SEED (1), FROM (a model folder of the tree to train on from, e.g.
 # models/default; without it a fresh `k3 init` of CONFIG), DEVICE (cuda; cpu to try
@@ -38,9 +38,10 @@ if [ "$phase" = start ] || [ "$phase" = all ]; then
   chmod +x "$K3"
   cp -r "$D/lib" "$W/lib"
   mkdir -p "$W/corpus"
-  python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],"wb"))' \
-    "$D/corpus/train.txt.xz" "$W/corpus/train.txt"
-  cp "$D/corpus/heldout.txt" "$W/corpus/"
+  for f in train.txt heldout.txt; do
+    python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],"wb"))' \
+      "$D/corpus/$f.xz" "$W/corpus/$f"
+  done
   nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null
   cat >"$W/run.sh" <<RUN
 #!/usr/bin/env bash

@@ -29,8 +29,8 @@ ldd build/bin/k3 | awk '/=> \//{print $3}' |
   grep -E 'libcpp-httplib|libedit|libbrotli|libbsd|libmd\.' | xargs -r -I{} cp -L {} "$dest/lib/"
 if [ -n "$corpus" ]; then
   mkdir -p "$dest/corpus"
-  xz -T0 -6 -c "$corpus/train.txt" >"$dest/corpus/train.txt.xz"
-  cp "$corpus/heldout.txt" "$dest/corpus/"
+  # -9e: the corpus and the tracked tree must fit the device call's 64 MiB carry.
+  for f in train.txt heldout.txt; do xz -T0 -9e -c "$corpus/$f" >"$dest/corpus/$f.xz"; done
 fi
 cat >"$dest/unpack.sh" <<'UNPACK'
 # Sourced from the repository root on the GPU machine (scripts/gpu-pack.sh wrote it).

@@ -43,13 +43,25 @@ sources=(
   "cataclysm-dda-data gamejson *.json"
   "endless-sky-data gamescript */data/*.txt"
   "crawl-common crawldb */dat/descript/*.txt */dat/descript/*/*"
+  "wesnoth-1.16-data wml *.cfg"
+  "sword-text-web sword */engWEB2015eb/*.bzs"
+  "rust-doc html */html/book/*.html */print.html"
+  "dict-foldoc plain */dictd/foldoc.dict.dz"
+  "debian-policy plain */debian-policy/policy.txt.gz"
+  "developers-reference plain */developers-reference.txt.gz"
+  "maint-guide html */html/*.en.html"
 )
-# Mixture weights (default 1): the general English of novels, Bierce's dictionary and three
+# Wesnoth's campaigns, one package each: their dialogue and stories.
+wesnoth_campaigns=(did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs)
+for c in "${wesnoth_campaigns[@]}"; do sources+=("wesnoth-1.16-$c wml *.cfg"); done
+# Mixture weights (default 1): the general English of novels, Bierce's dictionary and four
 # games' prose (Cataclysm: DDA's descriptions and dialogue, Endless Sky's conversations, Dungeon
-# Crawl's descriptions and quotations) is a small part of the text next to the manuals, and is
-# what the held-out fortunes read like, so each paragraph of it is written this many times.
+# Crawl's descriptions and quotations, Wesnoth's campaigns) is a small part of the text next to
+# the manuals, and is what the held-out fortunes read like, so each paragraph of it is written
+# this many times.
 declare -A weights=([r-cran-janeaustenr]=3 [r-cran-tokenizers]=3 [dict-devil]=3
-  [cataclysm-dda-data]=3 [endless-sky-data]=3 [crawl-common]=3)
+  [cataclysm-dda-data]=3 [endless-sky-data]=3 [crawl-common]=3 [wesnoth-1.16-data]=3)
+for c in "${wesnoth_campaigns[@]}"; do weights[wesnoth-1.16-$c]=3; done
 heldout_packages=(fortunes fortunes-min)
 bible_packages=(bible-kjv bible-kjv-text)
 
