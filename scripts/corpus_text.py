@@ -294,8 +294,8 @@ def sword_text(path):
         offset, size, _ = struct.unpack_from("<III", index, 12 * i)
         text.append(zlib.decompress(blocks[offset:offset + size]).decode("utf-8", errors="replace"))
     t = OSIS_NOTE.sub("", "".join(text))
-    t = OSIS_LINE.sub("\n", OSIS_BREAK.sub("\n\n", t))
-    t = re.sub(r"<[^>]*>", "", t)
+    t = OSIS_LINE.sub("\x01", OSIS_BREAK.sub("\n\n", t))  # a title then a line: one break
+    t = re.sub(r"\s*\x01[\s\x01]*", "\n", re.sub(r"<[^>]*>", "", t))
     return "\n\n".join(re.sub(r" *\n *", "\n", p).strip() for p in t.split("\n\n"))
 
 

@@ -13,8 +13,8 @@ if [ ! -f "$MODEL/config.json" ]; then
 fi
 ./build/bin/k3 inspect -m "$MODEL"
 # The main job: stream a completion, with prefill/decode tokens/s at the end. The default model
-# is a base model trained on 16.8M tokens of English from Debian packages (manuals, the Bible,
-# Austen, Moby-Dick, WordNet): expect English words with some sentence shape, not sense.
+# is a base model trained on 233 M tokens of English from Debian packages (manuals, two Bibles,
+# Austen, Moby-Dick, WordNet, four games' prose): expect English with some sentence shape, not sense.
 ./build/bin/k3 run -m "$MODEL" -p "The meaning of life is" -n 64 --seed 1
 echo
 echo "quickstart: done. Try: build/bin/k3 run -p \"Once upon a time\" -n 100   (see docs/CLI.md)"

@@ -159,5 +159,51 @@ TEST(Corpus, ExtractGameProse) {
             "The rat squeaks at you angrily.\n    -Anonymous\n\n");
 }
 
+// Wesnoth's WML: the translatable strings (_ "..."), "" read as a quote, help links read as
+// their text, other markup dropped; strings naming a variable or macro and short ones (names,
+// labels) left out; consecutive strings gathered into paragraphs of ~200 characters.
+TEST(Corpus, ExtractWesnothStrings) {
+  test::TempDir d;
+  EXPECT_EQ(extracted(d, "wml", "scenario.cfg",
+                      "[scenario]\n    name= _ \"The Elves Besieged\"\n"
+                      "    [message]\n        speaker=Konrad\n"
+                      "        message= _ \"Master Delfador! There are orcs \"\"everywhere\"\",\n"
+                      "what shall we do?\"\n    [/message]\n"
+                      "    message= _ \"Well done, $unit.name, you held the line today.\"\n"
+                      "    message= _ \"{GREETING} and welcome to the great river port.\"\n"
+                      "    text= _ \"<ref>dst='..terrain_sand' text='Sand'</ref> is hard to "
+                      "<b>walk</b> on for most units.\"\n[/scenario]\n"),
+            "Master Delfador! There are orcs \"everywhere\",\nwhat shall we do?\n"
+            "Sand is hard to walk on for most units.\n\n");
+}
+
+// A SWORD zText Bible module: the .bzs index (offset, size, unpacked size per block) into the
+// zlib blocks of .bzz, read in order; OSIS paragraphs and chapters become blank lines, poetry
+// lines and titles line breaks, footnotes and word markup are dropped.
+TEST(Corpus, ExtractSwordModule) {
+  test::TempDir d;
+  const std::string p = d.path() + "/";
+  const std::string make =
+      "python3 -c \"import struct, zlib, sys\n"
+      "blocks = [b'<chapter n=\\\"23\\\" sID=\\\"Ps.23\\\"/><title>A Psalm by David.</title>'\n"
+      "          b'<l level=\\\"1\\\" sID=\\\"g1\\\"/><w lemma=\\\"H1\\\">Yahweh</w> is my "
+      "shepherd;<l eID=\\\"g1\\\"/>'\n"
+      "          b'<l level=\\\"1\\\" sID=\\\"g2\\\"/>I shall lack nothing.<l eID=\\\"g2\\\"/>',\n"
+      "          b'<div sID=\\\"p1\\\" type=\\\"x-p\\\"/>In the beginning<note "
+      "placement=\\\"foot\\\">or, at first</note> was the Word.']\n"
+      "index, data = b'', b''\n"
+      "for b in blocks:\n"
+      "    z = zlib.compress(b); index += struct.pack('<III', len(data), len(z), len(b)); data "
+      "+= z\n"
+      "open(sys.argv[1] + '.bzs', 'wb').write(index); open(sys.argv[1] + '.bzz', "
+      "'wb').write(data)\n\" " +
+      p + "ot";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  ASSERT_EQ(corpus_text("extract sword " + p + "b.txt " + p + "ot.bzs"), 0);
+  EXPECT_EQ(slurp(p + "b.txt"),
+            "A Psalm by David.\nYahweh is my shepherd;\nI shall lack nothing.\n\n"
+            "In the beginning was the Word.\n\n");
+}
+
 }  // namespace
 }  // namespace k3
