@@ -4,9 +4,10 @@
 #                              and the fast test subset below; any report fails the run
 #   scripts/sanitize.sh tsan   TSan build (build-tsan/) of the threaded ops tests
 #   scripts/sanitize.sh all    both, the TSan build overlapping the ASan tests (what CI runs)
-# Built with the system compiler (GCC on CI): -O0 (-O1: library, test_ops) -g1, no CUDA and no
-# pkg-config (no server, no libedit) keep the build, most of each step's time, small on 2 cores.
-# The subsets: ASAN_SUBSET below; TSan: test_ops and the pool tests of test_engine.
+# Built with the system compiler (GCC on CI): -O0 (-O1: library, test_ops) -g1, no CUDA, no
+# server and no libedit keep the build, most of each step's time, small on 2 cores.
+# The subsets: ASAN_SUBSET below; TSan: test_ops (the op cases on the SIMD paths) and the pool
+# tests of test_engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh asan|tsan|all}
@@ -15,12 +16,13 @@ jobs=$(nproc)
 configure_and_build() {  # NAME DIR FLAGS TARGET...
   local name=$1 dir=$2 flags=$3
   shift 3
-  # K3_CUDA=OFF: sanitizers see host code only, and CI needs no second CUDA compile. No
-  # pkg-config: no server (cpp-httplib) and no libedit, whose builds CI cannot afford twice more;
-  # the server's request parsing runs under ASan + UBSan in tests/fuzz/fuzz_server_request.
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DK3_CUDA=OFF -DCMAKE_CXX_FLAGS="$flags" \
-    -DK3_HOT_OPT=-O1 -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
-    >/dev/null
+  # K3_CUDA=OFF: sanitizers see host code only, and CI needs no second CUDA compile.
+  # K3_SERVER=OFF and no pkg-config: no server (cpp-httplib) and no libedit, whose builds CI
+  # cannot afford twice more and which no test here runs; the server's request parsing runs
+  # under ASan + UBSan in tests/fuzz/fuzz_server_request.
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DK3_CUDA=OFF -DK3_SERVER=OFF \
+    -DCMAKE_CXX_FLAGS="$flags" -DK3_HOT_OPT=-O1 -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON >/dev/null
   local start=$SECONDS
   cmake --build "$dir" -j "$jobs" --target "$@"
   echo "== $name: build took $((SECONDS - start)) s"
@@ -90,9 +92,37 @@ build_tsan() {
   configure_and_build tsan build-tsan "$TSAN_FLAGS" test_ops test_engine
 }
 
+# One binary's tests in SHARDS processes at once (gtest sharding): a sanitized test process
+# keeps little more than one core busy. A failing shard's log is printed.
+run_sharded() {  # NAME DIR BIN FILTER SHARDS
+  local name=$1 dir=$2 bin=$3 filter=$4 shards=$5 i rc=0 start=$SECONDS pids=()
+  echo "== $name: $bin --gtest_filter=$filter in $shards shards"
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$dir/$bin" --gtest_filter="$filter" \
+      --gtest_brief=1 >"$dir/$bin.shard$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { rc=$?; echo "== $name: $bin shard $i failed ($rc):"; cat "$dir/$bin.shard$i.log"; }
+  done
+  echo "== $name: $bin took $((SECONDS - start)) s"
+  return "$rc"
+}
+
+# The ops split their work over the threads with parallel_for around the kernel, the same split
+# for every ISA path, so the op cases run on the SIMD paths only where the machine has one (the
+# scalar kernels run under ASan + UBSan and in ctest): 232 s of test_ops under TSan in one
+# process become ~64 s (docs/FUZZING.md, "Sanitizers in CI").
 run_tsan() {
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:exitcode=88 K3_THREADS=${K3_THREADS:-4} \
-    run_subset tsan build-tsan "test_ops:*" "test_engine:ThreadPool.*:ParallelFor.*"
+  local filter="*" cases
+  cases=$(build-tsan/test_ops --gtest_list_tests)
+  if [[ $cases == *_cpu_avx2_* ]]; then
+    filter="*:-Ops/OpTest.MatchesReference/*_cpu_scalar_*"
+  fi
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:exitcode=88
+  export K3_THREADS=${K3_THREADS:-4}
+  run_sharded tsan build-tsan test_ops "$filter" $((jobs + 1))
+  run_subset tsan build-tsan "test_engine:ThreadPool.*:ParallelFor.*"
 }
 
 case $kind in

@@ -19,6 +19,9 @@ std::vector<std::vector<std::string>> commands(const std::string& precision) {
 TEST(PrecisionFlag, EveryCommandThatRunsTheModelTakesIt) {
   for (const char* cmd : {"run", "chat", "serve", "bench", "perplexity", "logits"}) {
     const test::CliResult r = test::run_k3({"help", cmd});
+    if (std::string(cmd) == "serve" && r.err.find("no HTTP server") != std::string::npos) {
+      continue;  // a build without cpp-httplib (K3_SERVER=OFF: the sanitizer builds) has no serve
+    }
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE((r.out + r.err).find("--precision"), std::string::npos) << cmd << ": " << r.out;
   }
