@@ -35,6 +35,18 @@ std::string extracted(test::TempDir& d, const std::string& kind, const std::stri
   return slurp(out);
 }
 
+// A binary source (an R database, a SWORD module) through `corpus_text.py extract KIND`: PYTHON
+// writes it into the folder given as its argument, then INPUT there is extracted: the text.
+std::string extracted_binary(test::TempDir& d, const std::string& kind, const std::string& python,
+                             const std::string& input) {
+  const std::string p = d.path() + "/";
+  EXPECT_EQ(
+      std::system(("python3 -c \"import os, struct, zlib, sys\n" + python + "\" " + p).c_str()), 0)
+      << kind;
+  EXPECT_EQ(corpus_text("extract " + kind + " " + p + "out.txt " + p + input), 0) << kind;
+  return slurp(p + "out.txt");
+}
+
 TEST(Corpus, HeldOutNeverReachesTraining) {
   test::TempDir d;
   const std::string p = d.path() + "/";
@@ -111,9 +123,7 @@ TEST(Corpus, ExtractWordNetGlosses) {
 // data): every string of a character vector, one line each, NA left out, in order.
 TEST(Corpus, ExtractRDataStrings) {
   test::TempDir d;
-  const std::string p = d.path() + "/";
   const std::string make =
-      "python3 -c \"import struct, zlib, sys\n"
       "def chars(s): b = s.encode(); return struct.pack('>iI', 0x00040009, len(b)) + b\n"
       "def obj(lines):\n"
       "    x = b'X\\n' + struct.pack('>iii', 3, 0x40201, 0x30500) + struct.pack('>i', 5) + "
@@ -121,12 +131,10 @@ TEST(Corpus, ExtractRDataStrings) {
       "    x += struct.pack('>iI', 16, len(lines))\n"
       "    for s in lines: x += chars(s) if s is not None else struct.pack('>iI', 9, 0xFFFFFFFF)\n"
       "    return struct.pack('>I', len(x)) + zlib.compress(x)\n"
-      "open(sys.argv[1], 'wb').write(obj(['EMMA', '', 'Emma Woodhouse, handsome,', None]) + "
-      "obj(['Call me Ishmael.']))\n\" " +
-      p + "Rdata.rdb";
-  ASSERT_EQ(std::system(make.c_str()), 0);
-  ASSERT_EQ(corpus_text("extract rdata " + p + "r.txt " + p + "Rdata.rdb"), 0);
-  EXPECT_EQ(slurp(p + "r.txt"), "EMMA\n\nEmma Woodhouse, handsome,\n\nCall me Ishmael.\n\n");
+      "open(os.path.join(sys.argv[1], 'Rdata.rdb'), 'wb').write("
+      "obj(['EMMA', '', 'Emma Woodhouse, handsome,', None]) + obj(['Call me Ishmael.']))\n";
+  EXPECT_EQ(extracted_binary(d, "rdata", make, "Rdata.rdb"),
+            "EMMA\n\nEmma Woodhouse, handsome,\n\nCall me Ishmael.\n\n");
 }
 
 // The games' prose: Cataclysm's JSON (prose keys only: no map rows, no "//" comments; short
@@ -182,9 +190,7 @@ TEST(Corpus, ExtractWesnothStrings) {
 // lines and titles line breaks, footnotes and word markup are dropped.
 TEST(Corpus, ExtractSwordModule) {
   test::TempDir d;
-  const std::string p = d.path() + "/";
   const std::string make =
-      "python3 -c \"import struct, zlib, sys\n"
       "blocks = [b'<chapter n=\\\"23\\\" sID=\\\"Ps.23\\\"/><title>A Psalm by David.</title>'\n"
       "          b'<l level=\\\"1\\\" sID=\\\"g1\\\"/><w lemma=\\\"H1\\\">Yahweh</w> is my "
       "shepherd;<l eID=\\\"g1\\\"/>'\n"
@@ -195,12 +201,9 @@ TEST(Corpus, ExtractSwordModule) {
       "for b in blocks:\n"
       "    z = zlib.compress(b); index += struct.pack('<III', len(data), len(z), len(b)); data "
       "+= z\n"
-      "open(sys.argv[1] + '.bzs', 'wb').write(index); open(sys.argv[1] + '.bzz', "
-      "'wb').write(data)\n\" " +
-      p + "ot";
-  ASSERT_EQ(std::system(make.c_str()), 0);
-  ASSERT_EQ(corpus_text("extract sword " + p + "b.txt " + p + "ot.bzs"), 0);
-  EXPECT_EQ(slurp(p + "b.txt"),
+      "open(os.path.join(sys.argv[1], 'ot.bzs'), 'wb').write(index)\n"
+      "open(os.path.join(sys.argv[1], 'ot.bzz'), 'wb').write(data)\n";
+  EXPECT_EQ(extracted_binary(d, "sword", make, "ot.bzs"),
             "A Psalm by David.\nYahweh is my shepherd;\nI shall lack nothing.\n\n"
             "In the beginning was the Word.\n\n");
 }
