@@ -7,7 +7,7 @@
 #   scripts/device-train-gpu.sh finish        wait for the end, evaluate, pack the results
 #   scripts/device-train-gpu.sh all CARRY     start and finish in one call
 # CARRY (an ignored folder carried with the call; `scripts/gpu-pack.sh CARRY data/corpus`
-# makes it) holds k3.xz (a stripped, xz-packed k3 built with CUDA from this tree), lib/ (its
+# makes it) holds k3.xz (a stripped, xz-packed k3 built with CUDA from this tree), lib.tar.xz (its
 # shared libraries the machine lacks) and corpus/{train,heldout}.txt.xz. Environment: CONFIG (configs/train-default-gpu.json),
 # TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), SCHEDULE (cosine),
 # MIN_LR_RATIO (0.1), SEED (1), FROM (a model folder of the tree to train on from, e.g.
@@ -36,6 +36,7 @@ if [ "$phase" = start ] || [ "$phase" = all ]; then
   D=$PWD/${2:?start needs the CARRY folder}
   python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],"wb"))' "$D/k3.xz" "$K3"
   chmod +x "$K3"
+  [ -d "$D/lib" ] || tar -C "$D" -xJf "$D/lib.tar.xz"
   cp -r "$D/lib" "$W/lib"
   mkdir -p "$W/corpus"
   for f in train.txt heldout.txt; do

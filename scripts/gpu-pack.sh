@@ -5,9 +5,11 @@
 # training corpus. In the device command, from the repository root:
 #   source DEST/unpack.sh    # build/bin/k3 and build/test_train, LD_LIBRARY_PATH, /work/main
 # then e.g. K3_GPU_PREBUILT=build bash scripts/gpu-train-check.sh, or
-# scripts/device-train-gpu.sh all DEST (which wants DEST/k3.xz, DEST/lib, DEST/corpus).
+# scripts/device-train-gpu.sh all DEST (which wants DEST/k3.xz, DEST/lib.tar.xz, DEST/corpus).
 #   scripts/gpu-pack.sh DEST [CORPUS_DIR]   (DEST inside the tree and ignored by git: carry it;
 #                                            CORPUS_DIR holds train.txt and heldout.txt)
+# Everything is xz-packed because the tracked tree (~42 MB) and the carry share the device
+# call's 64 MiB; with a corpus, test_train is left out (a training call does not run it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:?usage: scripts/gpu-pack.sh DEST [CORPUS_DIR]}
@@ -17,8 +19,11 @@ for f in build/bin/k3 build/test_train; do
 done
 grep -q '^K3_CUDA:BOOL=ON' build/CMakeCache.txt ||
   { echo "gpu-pack: build/ is not a CUDA build (configure with -DK3_CUDA=ON)" >&2; exit 1; }
+rm -rf "$dest/lib" "$dest/test_train.xz"
 mkdir -p "$dest/lib"
-for f in bin/k3 test_train; do
+bins=(bin/k3)
+[ -n "$corpus" ] || bins+=(test_train)
+for f in "${bins[@]}"; do
   strip -o "$dest/tmp" "build/$f"
   xz -T0 -6 -c "$dest/tmp" >"$dest/$(basename "$f").xz"
   rm -f "$dest/tmp"
@@ -27,6 +32,7 @@ done
 # Python stack shares.
 ldd build/bin/k3 | awk '/=> \//{print $3}' |
   grep -E 'libcpp-httplib|libedit|libbrotli|libbsd|libmd\.' | xargs -r -I{} cp -L {} "$dest/lib/"
+tar -C "$dest" -cJf "$dest/lib.tar.xz" lib && rm -rf "$dest/lib"
 if [ -n "$corpus" ]; then
   mkdir -p "$dest/corpus"
   # -9e: the corpus and the tracked tree must fit the device call's 64 MiB carry.
@@ -37,7 +43,9 @@ cat >"$dest/unpack.sh" <<'UNPACK'
 _k3_pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p build/bin /work
 [ -e /work/main ] || ln -sfn "$PWD" /work/main  # the tests' built-in source path
+[ -d "$_k3_pack/lib" ] || tar -C "$_k3_pack" -xJf "$_k3_pack/lib.tar.xz"
 for _f in k3:build/bin/k3 test_train:build/test_train; do
+  [ -f "$_k3_pack/${_f%%:*}.xz" ] || continue
   python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],"wb"))' \
     "$_k3_pack/${_f%%:*}.xz" "${_f#*:}" && chmod +x "${_f#*:}"
 done
