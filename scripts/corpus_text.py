@@ -320,17 +320,22 @@ def extract(kind, out, files):
             f.write(normalise(text) + "\n")
 
 
-def fortunes(out, files):
-    seen, entries = set(), []
+def fortune_entries(files):
+    """(file, entry) of fortune databases in order, each entry once (scripts/heldout-by-file.py
+    maps the held-out text back to its files through this)."""
+    seen = set()
     for path in files:
         for e in re.split(r"\n%\n", read(path).replace("\r", "")):
             e = normalise(e.strip("%\n"))
             key = " ".join(e.split())
             if len(key) >= 10 and key not in seen:
                 seen.add(key)
-                entries.append(e)
+                yield path, e
+
+
+def fortunes(out, files):
     with open(out, "w", encoding="utf-8") as f:
-        f.write("\n".join(entries))
+        f.write("\n".join(e for _, e in fortune_entries(files)))
 
 
 def prose_like(p):

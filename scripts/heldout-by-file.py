@@ -18,7 +18,8 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, SCRIPTS)
 import corpus_text  # noqa: E402
 
 
@@ -28,16 +29,7 @@ def entries_by_file(corpus):
                    for f in glob.glob(f"{corpus}/root/{p}/usr/share/games/fortunes/**",
                                       recursive=True)
                    if os.path.isfile(f) and not f.endswith((".dat", ".u8")))
-    seen, out = set(), []
-    for path in files:
-        text = corpus_text.read(path).replace("\r", "")
-        for e in corpus_text.re.split(r"\n%\n", text):
-            e = corpus_text.normalise(e.strip("%\n"))
-            key = " ".join(e.split())
-            if len(key) >= 10 and key not in seen:
-                seen.add(key)
-                out.append((os.path.basename(path), e))
-    return out
+    return [(os.path.basename(path), e) for path, e in corpus_text.fortune_entries(files)]
 
 
 def main(argv):
@@ -57,7 +49,7 @@ def main(argv):
     names = sorted({name for name, _ in entries})
     for i, (name, e) in enumerate(entries):
         owner += [names.index(name)] * (len(e.encode()) + (i + 1 < len(entries)))
-    ids = json.loads(subprocess.run(["build/bin/k3", "tokenize", "-m", model, "-f",
+    ids = json.loads(subprocess.run([os.path.join(SCRIPTS, "..", "build", "bin", "k3"), "tokenize", "-m", model, "-f",
                                      f"{corpus}/heldout.txt", "--json"],
                                     capture_output=True, check=True).stdout)
     start = [0]
