@@ -11,7 +11,9 @@
 # shared libraries the machine lacks) and corpus/{train,heldout}.txt.xz. Environment: CONFIG (configs/train-default-gpu.json),
 # TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), SCHEDULE (cosine),
 # MIN_LR_RATIO (0.1), SEED (1), FROM (a model folder of the tree to train on from, e.g.
-# models/default; without it a fresh `k3 init` of CONFIG), DEVICE (cuda; cpu to try
+# models/default; without it a fresh `k3 init` of CONFIG), RESHAPE (a config FROM is reshaped
+# to first, by scripts/reshape-model.py: fewer BPE ranks, more experts as twins of its own, a
+# larger top-k), DEVICE (cuda; cpu to try
 # the script on a machine without a GPU; also where the held-out score runs), EVAL_BYTES (the
 # held-out bytes scored at the end: all). start and wait also bring home the last saved
 # checkpoint, converted (snapshot.tgz.NN), in case the machine is not held to the end.
@@ -52,8 +54,11 @@ cd $PWD
 CONFIG=${CONFIG:-configs/train-default-gpu.json} SEQ=${SEQ:-512} BATCH=${BATCH:-32}
 LR=${LR:-4e-3} WARMUP=${WARMUP:-100} TRAIN_SECONDS=${TRAIN_SECONDS:-900}
 SCHEDULE=${SCHEDULE:-cosine} MIN_LR_RATIO=${MIN_LR_RATIO:-0.1} SEED=${SEED:-1} FROM=${FROM:-}
+RESHAPE=${RESHAPE:-}
 rm -rf $W/init
-if [ -n "\$FROM" ]; then cp -r "\$FROM" $W/init || exit 1
+if [ -n "\$FROM" ] && [ -n "\$RESHAPE" ]; then
+  python3 scripts/reshape-model.py "\$FROM" $W/init --config "\$RESHAPE" --new-experts twins >>$W/plan.txt 2>&1 || exit 1
+elif [ -n "\$FROM" ]; then cp -r "\$FROM" $W/init || exit 1
 else
   $K3 init --config \$CONFIG -o $W/init --seed 1 >/dev/null &&
     cp models/default/tiktoken.model models/default/tokenizer_config.json $W/init/ || exit 1
