@@ -70,7 +70,7 @@ train -o $W/timing --steps 1000 --stop-after 30 --eval-every 100000 --log-every 
 tps=\$(grep -o '(30 steps, [0-9.]* tokens/s' $W/timing.log | grep -o '[0-9.]* tokens' | cut -d' ' -f1)
 [ -n "\$tps" ] || { echo "timing run failed" >>$W/plan.txt; tail -5 $W/timing.log >>$W/plan.txt; exit 1; }
 STEPS=\$(python3 -c "print(max(10, int(\$TRAIN_SECONDS * \$tps / (\$SEQ * \$BATCH))))")
-echo "\${FROM:-\$CONFIG}: \$tps tokens/s in the timing run -> \$STEPS steps of \$BATCH x \$SEQ, lr \$LR (\$SCHEDULE to \$MIN_LR_RATIO), warmup \$WARMUP, seed \$SEED" >>$W/plan.txt
+echo "\${FROM:-\$CONFIG}\${RESHAPE:+ reshaped to \$RESHAPE}: \$tps tokens/s in the timing run -> \$STEPS steps of \$BATCH x \$SEQ, lr \$LR (\$SCHEDULE to \$MIN_LR_RATIO), warmup \$WARMUP, seed \$SEED" >>$W/plan.txt
 train -o $W/run --steps \$STEPS --eval-every \$(((STEPS + 19) / 20)) --eval-windows 32 \
   --save-every 200 --log-every 20 >$W/train.log 2>&1
 echo "training rc \$?" >>$W/plan.txt
