@@ -8,7 +8,7 @@
 #   scripts/device-train-gpu.sh all CARRY     start and finish in one call
 # CARRY (an ignored folder carried with the call; `scripts/gpu-pack.sh CARRY data/corpus`
 # makes it) holds k3.xz (a stripped, xz-packed k3 built with CUDA from this tree), lib.tar.xz (its
-# shared libraries the machine lacks) and corpus/{train,heldout}.txt.xz. Environment: CONFIG (configs/train-default-gpu.json),
+# shared libraries the machine lacks) and corpus/{train,heldout}.txt.xz. Environment: CONFIG (configs/train-default-gpu2.json, whose vocabulary is the shipped tokenizer's),
 # TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), SCHEDULE (cosine),
 # MIN_LR_RATIO (0.1), SEED (1), FROM (a model folder of the tree to train on from, e.g.
 # models/default; without it a fresh `k3 init` of CONFIG), RESHAPE (a config FROM is reshaped
@@ -51,7 +51,7 @@ if [ "$phase" = start ] || [ "$phase" = all ]; then
 set -uo pipefail
 export LD_LIBRARY_PATH=$W/lib:/usr/local/cuda/lib64:\${LD_LIBRARY_PATH:-}
 cd $PWD
-CONFIG=${CONFIG:-configs/train-default-gpu.json} SEQ=${SEQ:-512} BATCH=${BATCH:-32}
+CONFIG=${CONFIG:-configs/train-default-gpu2.json} SEQ=${SEQ:-512} BATCH=${BATCH:-32}
 LR=${LR:-4e-3} WARMUP=${WARMUP:-100} TRAIN_SECONDS=${TRAIN_SECONDS:-900}
 SCHEDULE=${SCHEDULE:-cosine} MIN_LR_RATIO=${MIN_LR_RATIO:-0.1} SEED=${SEED:-1} FROM=${FROM:-}
 RESHAPE=${RESHAPE:-}

@@ -13,7 +13,7 @@ if [ ! -f "$MODEL/config.json" ]; then
 fi
 ./build/bin/k3 inspect -m "$MODEL"
 # The main job: stream a completion, with prefill/decode tokens/s at the end. The default model
-# is a base model trained on 233 M tokens of English from Debian packages (manuals, two Bibles,
+# is a base model trained on 290 M tokens of English from Debian packages (manuals, two Bibles,
 # Austen, Moby-Dick, WordNet, four games' prose): expect English with some sentence shape, not sense.
 ./build/bin/k3 run -m "$MODEL" -p "The meaning of life is" -n 64 --seed 1
 echo

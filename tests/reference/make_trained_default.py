@@ -3,7 +3,8 @@
 
   python3 tests/reference/make_trained_default.py [MODEL_DIR] [OUT_DIR]
 
-Keeps OUT_DIR/tokens.json (32 token ids) and writes, all from k3_ref.py in float64:
+Keeps OUT_DIR/tokens.json (32 token ids; drawn anew when the model's vocabulary lacks one) and
+writes, all from k3_ref.py in float64:
   logits_{prefill,decode}.npy        exact logits [32, V]
   logits_{prefill,decode}_bf16.npy   logits of the rounding reference (--round-bf16)
   logits_first_{prefill,decode}_bf16.npy   rounding-reference logits of one-token prompts [n, V]
@@ -143,12 +144,26 @@ def swap_effects(m, ids, trace, exact):
     return sorted(out, key=lambda e: (e["position"], e["layer"]))
 
 
+def tokens(out, ranks):
+    """OUT_DIR/tokens.json; rewritten with 32 ids drawn from the BPE ranks when missing or when
+    an id lies outside them (a model with a smaller vocabulary)."""
+    path = os.path.join(out, "tokens.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            ids = json.load(f)
+        if max(ids) < ranks:
+            return ids
+    ids = np.random.default_rng(SEED).integers(0, ranks, 32).tolist()
+    with open(path, "w") as f:
+        json.dump(ids, f)
+    return ids
+
+
 def main():
     model_dir = sys.argv[1] if len(sys.argv) > 1 else "models/default"
     out = sys.argv[2] if len(sys.argv) > 2 else "tests/data/trained_default"
-    with open(os.path.join(out, "tokens.json")) as f:
-        ids = json.load(f)
     m = R.load(model_dir)
+    ids = tokens(out, m.cfg["vocab_size"] - 256)
     m32 = R.load(model_dir, np.float32)  # the fp32 emulation, for rounds_alike
     save = lambda name, a: np.save(os.path.join(out, name), a.astype(np.float32))  # noqa: E731
 
