@@ -1,30 +1,32 @@
 #!/usr/bin/env python3
 """Reshape a trained K3 checkpoint: a smaller vocabulary and/or more routed experts (stdlib only).
 
-  reshape-model.py SRC_DIR DST_DIR --config TARGET.json [--init INIT_DIR]
+  reshape-model.py SRC_DIR DST_DIR --config TARGET.json [--new-experts twins|fresh|silent]
+                   [--init INIT_DIR]
 
 TARGET.json is SRC's config with vocab_size, num_experts or num_experts_per_token changed
-(nothing else may differ). A smaller vocab_size = N + 256 keeps the first N BPE ranks of SRC's tiktoken.model. A byte-level BPE learned by
-`k3 tokenizer train` lists its tokens in merge order, and every token splits into two of lower
+(nothing else may differ). A smaller vocab_size = N + 256 keeps the first N BPE ranks of SRC's
+tiktoken.model. A byte-level BPE learned by `k3 tokenizer train` lists its tokens in merge order, and every token splits into two of lower
 rank, so the first N ranks are exactly the tokenizer that training would have stopped at: no
 token is new to the model. The 256 special tokens move down to N..N+255 with their embedding
 and lm_head rows; ranks >= N lose theirs.
 
-More experts adds routed experts to every MoE layer: experts SRC has keep their bytes, the new
-ones and their router rows and correction biases come from INIT_DIR, `k3 init --config
-TARGET.json` (with --mxfp4 when SRC's experts are MXFP4): the init a run from scratch gets.
+More experts adds routed experts to every MoE layer; the experts SRC has keep their bytes. The
+new ones, with their router rows and correction biases: --new-experts twins makes expert E+i a
+copy of expert i with the pair's router rows pushed apart (it keeps what the model computes:
+use it to train on); fresh takes them from INIT_DIR, `k3 init --config TARGET.json` (--mxfp4
+when SRC's experts are MXFP4), the init a run from scratch gets; silent does the same with a
+zero down projection.
 
 Why: in a byte-limited model (the default model ships at <= 25 MB) halving the vocabulary frees
 the embedding and lm_head bytes for MXFP4 experts, and this keeps what the trained trunk knows
 instead of starting over. Continue training DST with `k3 train -m DST`.
 Writes one shard and its index; refuses a non-empty DST."""
 import argparse
-import base64
 import json
 import math
 import os
 import random
-import re
 import shutil
 import struct
 import sys
@@ -206,7 +208,7 @@ def main():
     parser.add_argument("dst", help="new, empty directory")
     parser.add_argument("--config", required=True, help="target config.json")
     parser.add_argument("--init", help="k3 init checkpoint of the target config (for new experts)")
-    parser.add_argument("--new-experts", choices=("fresh", "silent", "twins"), default="fresh",
+    parser.add_argument("--new-experts", choices=("twins", "fresh", "silent"), default="twins",
                         help="fresh: from --init; silent: from --init with a zero down "
                              "projection; twins: copies of the model's own experts")
     args = parser.parse_args()

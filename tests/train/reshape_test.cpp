@@ -168,6 +168,46 @@ for l in layers:
   EXPECT_NE(inspect.out.find("MoE 6 experts, top-3"), std::string::npos) << inspect.out;
 }
 
+TEST(ReshapeModel, FreshAndSilentExpertsComeFromTheInit) {
+  Trained t;
+  t.dir.write("c6.json", tiny_config(768, 6, 2));
+  ASSERT_EQ(run_k3({"init", "--config", t.dir.file("c6.json"), "-o", t.dir.file("init"), "--mxfp4",
+                    "-s", "9"})
+                .exit_code,
+            0);
+  for (const std::string mode : {"fresh", "silent"}) {
+    const std::string out = t.dir.file(mode);
+    ASSERT_EQ(reshape(t.model + " " + out + " --config " + t.dir.file("c6.json") +
+                      " --new-experts " + mode + " --init " + t.dir.file("init")),
+              0);
+    const std::string check = R"(
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("r", sys.argv[1]); r = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(r)
+old, init, new = (r.read_checkpoint(d) for d in sys.argv[2:5])
+silent = sys.argv[5] == "silent"
+for name, t in new.items():
+    if ".experts." not in name or "shared" in name:
+        continue
+    expert = int(name.split(".experts.")[1].split(".")[0])
+    want = old[name] if expert < 4 else init[name]
+    if silent and expert >= 4 and ".w2.weight_packed" in name:
+        assert t[2] == bytes(len(t[2])) and want[2] != t[2], name
+    else:
+        assert t == want, name
+for name in (n for n in new if n.endswith("moe.gate.weight")):
+    width = new[name][1][1] * 2
+    assert new[name][2] == old[name][2] + init[name][2][4 * width:], name
+)";
+    EXPECT_EQ(std::system(("python3 -c " + shell_quote(check) +
+                           " " K3_SOURCE_DIR "/scripts/reshape-model.py " + t.model + " " +
+                           t.dir.file("init") + " " + out + " " + mode)
+                              .c_str()),
+              0)
+        << mode;
+  }
+}
+
 TEST(ReshapeModel, RefusesWhatItCannotReshape) {
   Trained t;
   std::string wider = tiny_config(768, 4, 2);
@@ -175,8 +215,10 @@ TEST(ReshapeModel, RefusesWhatItCannotReshape) {
   t.dir.write("wider.json", wider);
   EXPECT_NE(reshape(t.model + " " + t.dir.file("a") + " --config " + t.dir.file("wider.json")), 0);
   t.dir.write("more.json", tiny_config(768, 6, 2));
-  EXPECT_NE(reshape(t.model + " " + t.dir.file("b") + " --config " + t.dir.file("more.json")), 0)
-      << "more experts need --init or twins";
+  EXPECT_NE(reshape(t.model + " " + t.dir.file("b") + " --config " + t.dir.file("more.json") +
+                    " --new-experts fresh"),
+            0)
+      << "fresh experts need --init";
   t.dir.write("bigger.json", tiny_config(1024, 4, 2));
   EXPECT_NE(reshape(t.model + " " + t.dir.file("c") + " --config " + t.dir.file("bigger.json")), 0);
   std::filesystem::create_directories(t.dir.file("busy"));
