@@ -84,6 +84,32 @@ struct GroupDecoder {
   }
 };
 
+// The same values for a dot product, cheaper: one byte shuffle per 16 nibbles looks up twice
+// each code's signed value, a small integer (0, ±1, ±2, ±3, ±4, ±6, ±8, ±12), which is widened,
+// converted and multiplied by half the group's power of two: code value × scale exactly, but
+// +0 for code 8's -0. A sum cannot tell: its accumulator starts at +0 and never becomes -0, so
+// adding either zero leaves it unchanged. (GroupDecoder keeps -0 for rows that are written out:
+// re-encoding them must give the stored bytes back.) About a fifth faster in gemv_mxfp4.
+struct DotGroupDecoder {
+  __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  __m128i low4 = _mm_set1_epi8(0x0f);
+
+  void operator()(const uint8_t* bytes16, uint8_t scale, __m256 out[4]) const {
+    const __m256 half_scale = _mm256_set1_ps(e8m0(scale) * 0.5f);
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16));
+    const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(b, low4));
+    const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(b, 4), low4));
+    const __m128i twice[2] = {_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi)};  // 0-15, 16-31
+    for (int h = 0; h < 2; ++h) {
+      out[2 * h] = value(twice[h], half_scale);
+      out[2 * h + 1] = value(_mm_srli_si128(twice[h], 8), half_scale);
+    }
+  }
+  static __m256 value(__m128i twice8, __m256 half_scale) {  // the low 8 int8s
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(twice8)), half_scale);
+  }
+};
+
 void widen_bf16(const uint16_t* p, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) _mm256_storeu_ps(out + i, load_bf16(p + i));
@@ -175,40 +201,57 @@ void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64
   if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
 }
 
-// Two rows of MXFP4 weights against one input (two independent chains), each group decoded
-// once per token; an odd last row is computed twice. The rows eight pairs ahead (consecutive in
-// memory) are prefetched into L2, as in the BF16 GEMV.
+// Rows ra and rb of MXFP4 weights against N (1 or 2) inputs: 2N independent chains, each group
+// decoded once for all N. The rows eight pairs ahead (consecutive in memory) are prefetched
+// into L2, as in the BF16 GEMV.
+template <int N>
+void rows_mxfp4(const float* x, int64_t cols, const uint8_t* pa, const uint8_t* pb,
+                const uint8_t* sa, const uint8_t* sb, int64_t ahead_packed, int64_t ahead_scales,
+                float* ya, float* yb, int64_t ldy) {
+  constexpr int64_t kGroupsPerLine = 4;  // a group packs 16 bytes
+  const DotGroupDecoder decode;
+  const int64_t groups = cols / 32;
+  __m256 acc[N][2];
+  for (auto& r : acc) r[0] = r[1] = _mm256_setzero_ps();
+  prefetch_lines(sa + ahead_scales, 2 * groups);
+  for (int64_t g = 0; g < groups; ++g) {
+    if (g % kGroupsPerLine == 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(pa + g * 16 + ahead_packed), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(pb + g * 16 + ahead_packed), _MM_HINT_T1);
+    }
+    __m256 va[4], vb[4];
+    decode(pa + g * 16, sa[g], va);
+    decode(pb + g * 16, sb[g], vb);
+    for (int t = 0; t < N; ++t)
+      for (int q = 0; q < 4; ++q) {
+        const __m256 xv = _mm256_loadu_ps(x + t * cols + g * 32 + q * kLanes);
+        acc[t][0] = _mm256_fmadd_ps(xv, va[q], acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(xv, vb[q], acc[t][1]);
+      }
+  }
+  for (int t = 0; t < N; ++t) {
+    ya[t * ldy] = hsum(acc[t][0]);
+    yb[t * ldy] = hsum(acc[t][1]);
+  }
+}
+
+// Two rows at a time (an odd last row is computed twice), tokens two at a time.
 void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t* scales,
                 int64_t cols, int64_t r0, int64_t nr, float* y, int64_t ldy) {
-  constexpr int64_t kPairsAhead = 8, kGroupsPerLine = 4;  // a group packs 16 bytes
-  const GroupDecoder decode;
+  constexpr int64_t kPairsAhead = 8;
   const int64_t pb = cols / 2, sb = cols / 32;
   const int64_t ahead_packed = kPairsAhead * 2 * pb, ahead_scales = kPairsAhead * 2 * sb;
   for (int64_t j0 = 0; j0 < nr; j0 += 2) {
     const int64_t ra = r0 + j0, rb = j0 + 1 < nr ? ra + 1 : ra;
     const uint8_t *pa = packed + ra * pb, *pbk = packed + rb * pb;
     const uint8_t *sa = scales + ra * sb, *sbk = scales + rb * sb;
-    for (int64_t t = 0; t < T; ++t) {
-      const float* xt = x + t * cols;
-      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-      prefetch_lines(sa + ahead_scales, 2 * sb);
-      for (int64_t g = 0; g < sb; ++g) {
-        if (g % kGroupsPerLine == 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(pa + g * 16 + ahead_packed), _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(pbk + g * 16 + ahead_packed), _MM_HINT_T1);
-        }
-        __m256 va[4], vb[4];
-        decode(pa + g * 16, sa[g], va);
-        decode(pbk + g * 16, sbk[g], vb);
-        for (int q = 0; q < 4; ++q) {
-          const __m256 xv = _mm256_loadu_ps(xt + g * 32 + q * kLanes);
-          acc0 = _mm256_fmadd_ps(xv, va[q], acc0);
-          acc1 = _mm256_fmadd_ps(xv, vb[q], acc1);
-        }
-      }
-      y[t * ldy + ra] = hsum(acc0);
-      y[t * ldy + rb] = hsum(acc1);
-    }
+    int64_t t = 0;
+    for (; t + 2 <= T; t += 2)
+      rows_mxfp4<2>(x + t * cols, cols, pa, pbk, sa, sbk, ahead_packed, ahead_scales,
+                    y + t * ldy + ra, y + t * ldy + rb, ldy);
+    if (t < T)
+      rows_mxfp4<1>(x + t * cols, cols, pa, pbk, sa, sbk, ahead_packed, ahead_scales,
+                    y + t * ldy + ra, y + t * ldy + rb, ldy);
   }
 }
 
