@@ -299,10 +299,12 @@ void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int
 
 }  // namespace
 
-// Direct MXFP4 up to T = 2: this path decodes each group once per token.
+// Direct MXFP4 up to T = 4 (each group decoded once per two tokens); larger T decode rows once.
+// Measured at 512 x 1024, one thread: T = 3 138 us direct against 250 decoded (no 4-token tile
+// there), T = 4 147 against 178.
 const LinearKernels kLinearKernels = {.isa = "avx2",
                                       .lanes = kLanes,
-                                      .mxfp4_direct_max_t = 2,
+                                      .mxfp4_direct_max_t = 4,
                                       .widen_bf16 = widen_bf16,
                                       .mxfp4_decode = mxfp4_decode,
                                       .mxfp4_decode_pairs = nullptr,  // natural order
