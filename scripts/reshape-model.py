@@ -100,8 +100,6 @@ def cut_vocabulary(src, dst, tensors, text_config, top, ranks):
     """Keep ranks [0, ranks) and move the specials to ranks..ranks+255."""
     old_vocab = text_config["vocab_size"]
     old_base = old_vocab - N_SPECIAL
-    if not 256 <= ranks <= old_base:
-        sys.exit(f"reshape-model: --ranks {ranks} must lie in [256, {old_base}]")
     rows = list(range(ranks)) + list(range(old_base, old_vocab))
     for name in ("model.embed_tokens.weight", "lm_head.weight"):
         tensors[PREFIX + name] = keep_rows(tensors[PREFIX + name], rows)
@@ -161,8 +159,6 @@ def grow_experts(tensors, text_config, experts, init_dir, mode):
     down projection, so a new expert adds nothing until training moves it; "twins": expert
     old+i starts as a copy of expert i % old, router row and bias included."""
     old = text_config["num_experts"]
-    if experts <= old:
-        sys.exit(f"reshape-model: the target has {experts} experts, not more than the {old} it has")
     init = read_checkpoint(init_dir) if mode != "twins" else None
     for gate in [n for n in tensors if n.endswith("block_sparse_moe.gate.weight")]:
         layer = gate[: -len("gate.weight")]
@@ -199,6 +195,13 @@ def target_changes(text_config, target):
     if fixed:
         sys.exit("reshape-model: the target config also changes " + ", ".join(sorted(fixed)) +
                  "; only vocab_size, num_experts and num_experts_per_token can be reshaped")
+    vocab = text_config["vocab_size"]
+    if not 256 + N_SPECIAL <= target["vocab_size"] <= vocab:
+        sys.exit(f"reshape-model: the target's vocab_size {target['vocab_size']} must lie in "
+                 f"[{256 + N_SPECIAL}, {vocab}] (the ranks kept plus {N_SPECIAL} specials)")
+    if target["num_experts"] < text_config["num_experts"]:
+        sys.exit(f"reshape-model: the target has {target['num_experts']} experts, fewer than the "
+                 f"{text_config['num_experts']} the model has (experts are only added)")
     return target, changed
 
 

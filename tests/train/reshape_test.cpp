@@ -221,6 +221,10 @@ TEST(ReshapeModel, RefusesWhatItCannotReshape) {
       << "fresh experts need --init";
   t.dir.write("bigger.json", tiny_config(1024, 4, 2));
   EXPECT_NE(reshape(t.model + " " + t.dir.file("c") + " --config " + t.dir.file("bigger.json")), 0);
+  t.dir.write("fewer.json", tiny_config(768, 3, 2));
+  EXPECT_NE(reshape(t.model + " " + t.dir.file("d") + " --config " + t.dir.file("fewer.json")), 0);
+  for (const char* refused : {"a", "b", "c", "d"})  // checked before anything is written
+    EXPECT_FALSE(std::filesystem::exists(t.dir.file(refused))) << refused;
   std::filesystem::create_directories(t.dir.file("busy"));
   t.dir.write("busy/x", "x");
   EXPECT_NE(reshape(t.model + " " + t.dir.file("busy") + " --config " + t.dir.file("more.json") +
