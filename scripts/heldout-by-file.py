@@ -49,9 +49,9 @@ def main(argv):
     names = sorted({name for name, _ in entries})
     for i, (name, e) in enumerate(entries):
         owner += [names.index(name)] * (len(e.encode()) + (i + 1 < len(entries)))
-    ids = json.loads(subprocess.run([os.path.join(SCRIPTS, "..", "build", "bin", "k3"), "tokenize", "-m", model, "-f",
-                                     f"{corpus}/heldout.txt", "--json"],
-                                    capture_output=True, check=True).stdout)
+    k3 = os.path.join(SCRIPTS, "..", "build", "bin", "k3")
+    ids = json.loads(subprocess.run([k3, "tokenize", "-m", model, "-f", f"{corpus}/heldout.txt",
+                                     "--json"], capture_output=True, check=True).stdout)
     start = [0]
     for t in ids:
         start.append(start[-1] + pieces[t])
