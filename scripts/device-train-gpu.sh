@@ -8,8 +8,10 @@
 #   scripts/device-train-gpu.sh all CARRY     start and finish in one call
 # CARRY (an ignored folder carried with the call; `scripts/gpu-pack.sh CARRY data/corpus`
 # makes it) holds k3.xz (a stripped, xz-packed k3 built with CUDA from this tree), lib.tar.xz (its
-# shared libraries the machine lacks) and corpus/{train,heldout}.txt.xz. Environment: CONFIG (configs/train-default-gpu2.json, whose vocabulary is the shipped tokenizer's),
-# TRAIN_SECONDS (900), SEQ (512), BATCH (32), LR (4e-3), WARMUP (100), SCHEDULE (cosine),
+# shared libraries the machine lacks) and corpus/{train,heldout}.txt.xz. Environment: CONFIG
+# (configs/train-default-gpu2.json, whose vocabulary is the shipped tokenizer's), TRAIN_SECONDS
+# (900), SEQ (512), BATCH (32), ACCUM (1: micro-batches a step, so the host's optimiser update
+# runs once for ACCUM x BATCH windows), LR (4e-3), WARMUP (100), SCHEDULE (cosine),
 # MIN_LR_RATIO (0.1), SEED (1), FROM (a model folder of the tree to train on from, e.g.
 # models/default; without it a fresh `k3 init` of CONFIG), RESHAPE (a config FROM is reshaped
 # to first, by scripts/reshape-model.py: fewer BPE ranks, more experts as twins of its own, a
@@ -51,7 +53,7 @@ if [ "$phase" = start ] || [ "$phase" = all ]; then
 set -uo pipefail
 export LD_LIBRARY_PATH=$W/lib:/usr/local/cuda/lib64:\${LD_LIBRARY_PATH:-}
 cd $PWD
-CONFIG=${CONFIG:-configs/train-default-gpu2.json} SEQ=${SEQ:-512} BATCH=${BATCH:-32}
+CONFIG=${CONFIG:-configs/train-default-gpu2.json} SEQ=${SEQ:-512} BATCH=${BATCH:-32} ACCUM=${ACCUM:-1}
 LR=${LR:-4e-3} WARMUP=${WARMUP:-100} TRAIN_SECONDS=${TRAIN_SECONDS:-900}
 SCHEDULE=${SCHEDULE:-cosine} MIN_LR_RATIO=${MIN_LR_RATIO:-0.1} SEED=${SEED:-1} FROM=${FROM:-}
 RESHAPE=${RESHAPE:-}
@@ -64,13 +66,13 @@ else
     cp models/default/tiktoken.model models/default/tokenizer_config.json $W/init/ || exit 1
 fi
 train() { $K3 train -m $W/init --data $W/corpus/train.txt --val $W/corpus/heldout.txt \
-  --seq-len \$SEQ --batch \$BATCH --warmup \$WARMUP --lr \$LR --schedule \$SCHEDULE \
+  --seq-len \$SEQ --batch \$BATCH --accum \$ACCUM --warmup \$WARMUP --lr \$LR --schedule \$SCHEDULE \
   --min-lr-ratio \$MIN_LR_RATIO --device ${DEVICE:-cuda} -s \$SEED "\$@"; }
 train -o $W/timing --steps 1000 --stop-after 30 --eval-every 100000 --log-every 10 >$W/timing.log 2>&1
 tps=\$(grep -o '(30 steps, [0-9.]* tokens/s' $W/timing.log | grep -o '[0-9.]* tokens' | cut -d' ' -f1)
 [ -n "\$tps" ] || { echo "timing run failed" >>$W/plan.txt; tail -5 $W/timing.log >>$W/plan.txt; exit 1; }
-STEPS=\$(python3 -c "print(max(10, int(\$TRAIN_SECONDS * \$tps / (\$SEQ * \$BATCH))))")
-echo "\${FROM:-\$CONFIG}\${RESHAPE:+ reshaped to \$RESHAPE}: \$tps tokens/s in the timing run -> \$STEPS steps of \$BATCH x \$SEQ, lr \$LR (\$SCHEDULE to \$MIN_LR_RATIO), warmup \$WARMUP, seed \$SEED" >>$W/plan.txt
+STEPS=\$(python3 -c "print(max(10, int(\$TRAIN_SECONDS * \$tps / (\$SEQ * \$BATCH * \$ACCUM))))")
+echo "\${FROM:-\$CONFIG}\${RESHAPE:+ reshaped to \$RESHAPE}: \$tps tokens/s in the timing run -> \$STEPS steps of \$ACCUM x \$BATCH x \$SEQ, lr \$LR (\$SCHEDULE to \$MIN_LR_RATIO), warmup \$WARMUP, seed \$SEED" >>$W/plan.txt
 train -o $W/run --steps \$STEPS --eval-every \$(((STEPS + 19) / 20)) --eval-windows 32 \
   --save-every 200 --log-every 20 >$W/train.log 2>&1
 echo "training rc \$?" >>$W/plan.txt
