@@ -3,11 +3,13 @@
 // shared machine). Not built by CMake; after a Release build:
 //   g++ -O2 -std=c++20 -Isrc -Iinclude bench/linear_micro.cpp build/libk3.a \
 //       [$CUDA/lib/libcudart_static.a -ldl -lrt] -lpthread -o /tmp/linear_micro
-//   K3_THREADS=1 /tmp/linear_micro
+//   K3_THREADS=1 /tmp/linear_micro [T ROWS COLS bf16|mxfp4]...   (default: the shapes below)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_isa.h"
@@ -41,16 +43,19 @@ double best_us(const Shape& s, std::mt19937_64& rng) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   using k3::MatFormat;
-  const std::vector<Shape> shapes = {
-      {1, 768, 256, MatFormat::bf16},   {1, 256, 768, MatFormat::bf16},
-      {1, 8192, 256, MatFormat::bf16},  {2, 768, 256, MatFormat::bf16},
-      {4, 768, 256, MatFormat::bf16},   {16, 768, 256, MatFormat::bf16},
-      {16, 8192, 256, MatFormat::bf16}, {128, 768, 256, MatFormat::bf16},
-      {1, 3072, 1024, MatFormat::bf16}, {16, 3072, 1024, MatFormat::bf16},
-      {1, 256, 128, MatFormat::mxfp4},  {1, 128, 256, MatFormat::mxfp4},
-      {1, 512, 1024, MatFormat::mxfp4}, {16, 256, 128, MatFormat::mxfp4}};
+  std::vector<Shape> shapes = {{1, 768, 256, MatFormat::bf16},   {1, 256, 768, MatFormat::bf16},
+                               {1, 8192, 256, MatFormat::bf16},  {2, 768, 256, MatFormat::bf16},
+                               {4, 768, 256, MatFormat::bf16},   {16, 768, 256, MatFormat::bf16},
+                               {16, 8192, 256, MatFormat::bf16}, {128, 768, 256, MatFormat::bf16},
+                               {1, 3072, 1024, MatFormat::bf16}, {16, 3072, 1024, MatFormat::bf16},
+                               {1, 256, 128, MatFormat::mxfp4},  {1, 128, 256, MatFormat::mxfp4},
+                               {1, 512, 1024, MatFormat::mxfp4}, {16, 256, 128, MatFormat::mxfp4}};
+  if (argc > 1) shapes.clear();  // or the shapes named: T rows cols bf16|mxfp4, ...
+  for (int i = 1; i + 3 < argc; i += 4)
+    shapes.push_back({std::atol(argv[i]), std::atol(argv[i + 1]), std::atol(argv[i + 2]),
+                      std::string(argv[i + 3]) == "bf16" ? MatFormat::bf16 : MatFormat::mxfp4});
   std::mt19937_64 rng(1);
   for (k3::Isa isa : k3::supported_isas()) {
     k3::set_isa(isa);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cuda/launchers.h"
+#include "core/fast_math.h"
 #include "core/parallel.h"
 
 namespace k3 {
@@ -16,7 +17,7 @@ double sigmoid_d(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 }  // namespace
 
 void sigmoid_f32(const float* x, int64_t n, float* y) {
-  parallel_for(n, n > kParallelMin, [&](int64_t i) { y[i] = 1.0f / (1.0f + std::exp(-x[i])); });
+  parallel_for(n, n > kParallelMin, [&](int64_t i) { y[i] = sigmoid_fast(x[i]); });
 }
 
 void scale_f32(const float* x, int64_t n, float s, float* y) {
@@ -28,8 +29,7 @@ void add_f32(const float* a, const float* b, int64_t n, float* y) {
 }
 
 void mul_sigmoid_f32(const float* x, const float* gate, int64_t n, float* y) {
-  parallel_for(n, n > kParallelMin,
-               [&](int64_t i) { y[i] = x[i] * (1.0f / (1.0f + std::exp(-gate[i]))); });
+  parallel_for(n, n > kParallelMin, [&](int64_t i) { y[i] = x[i] * sigmoid_fast(gate[i]); });
 }
 
 void sigmoid_ref(const float* x, int64_t n, float* y) {

@@ -3,14 +3,10 @@
 #include <cmath>
 
 #include "backend/cuda/launchers.h"
+#include "core/fast_math.h"
 #include "core/parallel.h"
 
 namespace k3 {
-namespace {
-
-float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
-
-}  // namespace
 
 void kda_gate(const float* f, const float* A_log, const float* dt_bias, KdaGateShape s, float* g) {
   const int64_t H = s.H, K = s.K;
@@ -19,7 +15,7 @@ void kda_gate(const float* f, const float* A_log, const float* dt_bias, KdaGateS
     const float a = std::exp(A_log[h]);
     const int64_t row = th * K;  // (t * H + h) * K
     for (int64_t i = 0; i < K; ++i)
-      g[row + i] = s.lower_bound * sigmoid(a * (f[row + i] + dt_bias[h * K + i]));
+      g[row + i] = s.lower_bound * sigmoid_fast(a * (f[row + i] + dt_bias[h * K + i]));
   });
 }
 
