@@ -135,12 +135,16 @@ void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, fl
 // +10% tokens/s. Prefetches past the end of the weights are harmless (they never fault).
 // The helpers: ops/linear/prefetch.h.
 
-// y[a, b] for an A-token x B-row tile read straight from the BF16 weights (widened in
-// registers, exact): A*B accumulators, each weight and input vector loaded once per 8 columns.
-// row[b] for b >= nb repeats a valid row (computed, not stored).
-template <int A, int B>
-void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t nb, int64_t cols,
-               float* y, int64_t ldy, int64_t prefetch_ahead = 0) {
+inline __m256 load_row(const uint16_t* p) { return load_bf16(p); }     // BF16 storage
+inline __m256 load_row(const float* p) { return _mm256_loadu_ps(p); }  // decoded rows
+
+// y[a, b] for an A-token x B-row tile, from BF16 weights (widened in registers, exact) or from
+// decoded fp32 rows: A*B accumulators, each weight and input vector loaded once per 8 columns.
+// Every output is one 8-lane FMA chain over the columns in order, then hsum: the same bits
+// whatever the tile's shape (hsum8 pairs the lanes as hsum does).
+template <int A, int B, typename W>
+void tile(const float* x, int64_t ldx, const W* const* row, int64_t cols, float* y, int64_t ldy,
+          int64_t prefetch_ahead) {
   __m256 acc[A][B];
 #pragma GCC unroll 8
   for (int a = 0; a < A; ++a)
@@ -149,14 +153,16 @@ void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t 
   for (int64_t i = 0; i < cols; i += kLanes) {
     if constexpr (A == 1) {  // each weight vector used once: no array of them (no spills)
       const __m256 xv = _mm256_loadu_ps(x + i);
-      if (i % kBf16PerLine == 0) prefetch_rows<B>(row, i + prefetch_ahead);
+      if constexpr (sizeof(W) == 2) {  // streamed from storage; decoded rows are in cache
+        if (i % kBf16PerLine == 0) prefetch_rows<B>(row, i + prefetch_ahead);
+      }
 #pragma GCC unroll 8
-      for (int b = 0; b < B; ++b) acc[0][b] = _mm256_fmadd_ps(xv, load_bf16(row[b] + i), acc[0][b]);
+      for (int b = 0; b < B; ++b) acc[0][b] = _mm256_fmadd_ps(xv, load_row(row[b] + i), acc[0][b]);
       continue;
     }
     __m256 wv[B];
 #pragma GCC unroll 8
-    for (int b = 0; b < B; ++b) wv[b] = load_bf16(row[b] + i);
+    for (int b = 0; b < B; ++b) wv[b] = load_row(row[b] + i);
 #pragma GCC unroll 8
     for (int a = 0; a < A; ++a) {
       const __m256 xv = _mm256_loadu_ps(x + a * ldx + i);
@@ -165,40 +171,59 @@ void tile_bf16(const float* x, int64_t ldx, const uint16_t* const* row, int64_t 
     }
   }
   if constexpr (B == 8) {
-    for (int a = 0; a < A; ++a) {
-      float out[8];
-      hsum8(acc[a], out);
-      for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = out[b];
-    }
+    for (int a = 0; a < A; ++a) hsum8(acc[a], y + a * ldy);
     return;
   }
   for (int a = 0; a < A; ++a)
-    for (int64_t b = 0; b < nb; ++b) y[a * ldy + b] = hsum(acc[a][b]);
+    for (int b = 0; b < B; ++b) y[a * ldy + b] = hsum(acc[a][b]);
 }
 
-// A tokens against rows [r0, r0+nr), B rows at a time.
-template <int A, int B>
-void rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr, float* y,
-               int64_t ldy) {
+// The last n < B rows in one tile of exactly n (a tile of B would compute rows it drops).
+template <int A, int N, typename W>
+void tail_tile(const float* x, int64_t ldx, const W* const* row, int64_t n, int64_t cols, float* y,
+               int64_t ldy, int64_t prefetch_ahead) {
+  if constexpr (N >= 1) {
+    if (n == N) return tile<A, N>(x, ldx, row, cols, y, ldy, prefetch_ahead);
+    tail_tile<A, N - 1>(x, ldx, row, n, cols, y, ldy, prefetch_ahead);
+  }
+}
+
+// A tokens (rows of x, ldx apart) against weight rows [0, nr) of w (cols apart), B at a time.
+template <int A, int B, typename W>
+void rows_tiled(const float* x, int64_t ldx, const W* w, int64_t nr, int64_t cols, float* y,
+                int64_t ldy, int64_t prefetch_ahead) {
+  const W* row[B];
   for (int64_t j0 = 0; j0 < nr; j0 += B) {
     const int64_t n = nr - j0 < B ? nr - j0 : B;
-    const uint16_t* row[B];
-    for (int64_t b = 0; b < B; ++b) row[b] = w + (r0 + j0 + (b < n ? b : 0)) * cols;
-    tile_bf16<A, B>(x, cols, row, n, cols, y + r0 + j0, ldy, 4 * B * cols);
+    for (int64_t b = 0; b < n; ++b) row[b] = w + (j0 + b) * cols;
+    if (n == B) {
+      tile<A, B>(x, ldx, row, cols, y + j0, ldy, prefetch_ahead);
+    } else {
+      tail_tile<A, B - 1>(x, ldx, row, n, cols, y + j0, ldy, prefetch_ahead);
+    }
   }
 }
 
-// Any T: 4-token x 3-row tiles, then a 2-token pass and a lone token over 8 rows (more
-// independent chains where there are fewer tokens to share each weight load).
-void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
-               float* y, int64_t ldy) {
+// Any T against nr rows: 4-token x 3-row tiles, then a 2-token pass and a lone token over 8
+// rows (more independent chains where there are fewer tokens to share each weight load). BF16
+// rows stream from storage, so a tile asks for the lines four tiles ahead.
+template <typename W>
+void tokens_by_rows(const float* x, int64_t T, const W* w, int64_t nr, int64_t cols, float* y,
+                    int64_t ldy) {
+  const int64_t ahead = sizeof(W) == 2 ? 4 * cols : 0;  // x B rows below
   int64_t t = 0;
-  for (; t + 4 <= T; t += 4) rows_bf16<4, 3>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+  for (; t + 4 <= T; t += 4)
+    rows_tiled<4, 3>(x + t * cols, cols, w, nr, cols, y + t * ldy, ldy, 3 * ahead);
   if (T - t >= 2) {
-    rows_bf16<2, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+    rows_tiled<2, 4>(x + t * cols, cols, w, nr, cols, y + t * ldy, ldy, 4 * ahead);
     t += 2;
   }
-  if (T - t == 1) rows_bf16<1, 8>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy);
+  if (T - t == 1) rows_tiled<1, 8>(x + t * cols, cols, w, nr, cols, y + t * ldy, ldy, 8 * ahead);
+}
+
+void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
+               float* y, int64_t ldy) {
+  tokens_by_rows(x, T, w + r0 * cols, nr, cols, y + r0, ldy);
 }
 
 // Rows ra and rb of MXFP4 weights against N (1 or 2) inputs: 2N independent chains, each group
@@ -255,46 +280,10 @@ void gemv_mxfp4(const float* x, int64_t T, const uint8_t* packed, const uint8_t*
   }
 }
 
-// y[a, b] for a 4-token x 3-row tile: 12 accumulators, each weight and input vector loaded once
-// per 8 columns.
-void tile_4x3(const float* x, int64_t ldx, const float* w, int64_t cols, float* y, int64_t ldy) {
-  __m256 acc[4][3];
-  for (auto& r : acc)
-    for (auto& a : r) a = _mm256_setzero_ps();
-  for (int64_t i = 0; i < cols; i += kLanes) {
-    const __m256 w0 = _mm256_loadu_ps(w + i), w1 = _mm256_loadu_ps(w + cols + i),
-                 w2 = _mm256_loadu_ps(w + 2 * cols + i);
-    for (int64_t a = 0; a < 4; ++a) {
-      const __m256 xv = _mm256_loadu_ps(x + a * ldx + i);
-      acc[a][0] = _mm256_fmadd_ps(xv, w0, acc[a][0]);
-      acc[a][1] = _mm256_fmadd_ps(xv, w1, acc[a][1]);
-      acc[a][2] = _mm256_fmadd_ps(xv, w2, acc[a][2]);
-    }
-  }
-  for (int64_t a = 0; a < 4; ++a)
-    for (int64_t b = 0; b < 3; ++b) y[a * ldy + b] = hsum(acc[a][b]);
-}
-
-float dot(const float* x, const float* w, int64_t n) {  // one output, the tile's arithmetic
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += kLanes)
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(w + i), acc);
-  return hsum(acc);
-}
-
+// y[t, r0 + j] for the nr decoded rows, tiled as the BF16 GEMV (the same bits per output).
 void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
                    int64_t ldy, int64_t r0, float* y) {
-  int64_t t = 0;
-  for (; t + 4 <= T; t += 4) {
-    int64_t j = 0;
-    for (; j + 3 <= nr; j += 3)
-      tile_4x3(x + t * cols, cols, rows + j * cols, cols, y + t * ldy + r0 + j, ldy);
-    for (; j < nr; ++j)
-      for (int64_t a = 0; a < 4; ++a)
-        y[(t + a) * ldy + r0 + j] = dot(x + (t + a) * cols, rows + j * cols, cols);
-  }
-  for (; t < T; ++t)
-    for (int64_t j = 0; j < nr; ++j) y[t * ldy + r0 + j] = dot(x + t * cols, rows + j * cols, cols);
+  tokens_by_rows(x, T, rows, nr, cols, y + r0, ldy);
 }
 
 }  // namespace
