@@ -7,7 +7,7 @@
 
 namespace k3 {
 
-constexpr int64_t kRowsPerBlock = 8;  // weight rows decoded together (prefill row blocks)
+constexpr int64_t kRowsPerBlock = 8;  // rows decoded together by the bf16 precision (prefill)
 constexpr int64_t kGemvRows = 16;     // weight rows per task on the straight-from-storage paths
 
 // Whether a straight-from-storage GEMV of T tokens over w is worth the threads (decode-size
