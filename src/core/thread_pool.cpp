@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include "core/fp_env.h"
+
 namespace k3 {
 namespace {
 
@@ -102,6 +104,7 @@ void ThreadPool::run(int64_t n, RangeFn fn, void* ctx) {
   state_.store((gen << kIndexBits) | kIndexMask);
   fn_ = fn;
   ctx_ = ctx;
+  fp_mode_.store(fp_mode(), std::memory_order_release);
   n_.store(n, std::memory_order_release);  // release/acquire: a worker that sees the new n_
   chunk_.store(std::max<int64_t>(1, n / (4 * static_cast<int64_t>(size()))),
                std::memory_order_release);  // also sees the closed state in its claim
@@ -142,12 +145,14 @@ void ThreadPool::work_on(uint64_t gen) {
     // so these fields) was still this generation's.
     const int64_t n = n_.load(std::memory_order_acquire);
     const int64_t chunk = chunk_.load(std::memory_order_acquire);
+    const uint32_t mode = fp_mode_.load(std::memory_order_acquire);
     const int64_t begin = static_cast<int64_t>(s & kIndexMask);
     if (begin >= n) return;
     const int64_t end = std::min(n, begin + chunk);
     if (!state_.compare_exchange_weak(s, (gen << kIndexBits) | static_cast<uint64_t>(end),
                                       std::memory_order_acq_rel, std::memory_order_relaxed))
       continue;
+    set_fp_mode(mode);  // a no-op on the caller, and on a worker whose last job had this mode
     if (!failed_.load(std::memory_order_relaxed)) {
       try {
         fn_(ctx_, begin, end);

@@ -3,7 +3,9 @@
 // follow each other faster than that) and then sleep on a futex, so an
 // idle or background k3 costs nothing. A job is split into chunks that the caller and the
 // workers claim one at a time, so a worker the OS has descheduled (a busy machine) leaves its
-// share to the others instead of holding everyone up.
+// share to the others instead of holding everyone up. Every chunk runs in the caller's
+// floating-point mode (subnormals flushed or not: core/fp_env.h), so the bits a job computes do
+// not depend on which thread took which chunk.
 //
 // On a machine where other processes compete for the cores, a worker can still be descheduled
 // in the middle of a chunk and hold the caller up for a whole scheduler time slice. The pool
@@ -64,6 +66,7 @@ class ThreadPool {
   // Read by a worker before its claim (possibly while the caller already writes the next job's:
   // the claim then fails), hence atomic.
   std::atomic<int64_t> n_{0}, chunk_{1};
+  std::atomic<uint32_t> fp_mode_{0};  // the caller's floating-point mode (core/fp_env.h)
   // [generation:24 | next index:40]: claiming a chunk is a CAS that also checks the
   // generation, so a late worker can never claim (or read) a newer job by mistake.
   std::atomic<uint64_t> state_{0};

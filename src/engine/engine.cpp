@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda.h"
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/fp_env.h"
 #include "core/parallel.h"
 #include "engine/plan.h"
 #include "engine/state_pool.h"
@@ -265,6 +266,7 @@ void Engine::run_step(const Batch& b, float* logits) {
   Ctx ctx{impl_->backend, impl_->arena, nullptr, on_host ? nullptr : &impl_->host_arena};
   const StepIO io{b.tokens.data(), b.logit_rows.data(), static_cast<int64_t>(b.logit_rows.size()),
                   logits, cancel};
+  const FlushSubnormals flush;  // core/fp_env.h: subnormal gates cost Intel cores ~100x
   try {
     if (graphed(impl_->graphs, plan)) {
       // Keyed by the engine and the step's shape; the dry run compares everything else (cuda.h).

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/fp_env.h"
 #include "loader/tensor_table.h"
 #include "ops/attn_res/attn_res.h"
 #include "ops/elementwise/elementwise.h"
@@ -175,6 +176,7 @@ void check_ids(const int64_t* ids, int64_t T, int64_t vocab, const char* what) {
 double loss_and_grads(const HParams& hp, const ParamSet& params, const int64_t* tokens,
                       const int64_t* targets, int64_t T, ParamSet& grads, const TrainOptions& opt) {
   const Impl impl = opt.forward;
+  const FlushSubnormals flush;  // as the engine's step (core/fp_env.h)
   check(opt.kda_chunk >= 1, "training: the KDA chunk length must be at least 1");
   check(T > 0, "training: a sequence needs at least one token");
   check_ids(tokens, T, hp.vocab, "token");

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/fp_env.h"
 #include "core/parallel.h"
 #include "core/thread_pool.h"
 #include "k3/k3.h"
@@ -183,6 +184,41 @@ TEST(ParallelFor, ConcurrentCallersEachGetTheirWholeLoop) {
   a.join();
   b.join();
   EXPECT_EQ(bad.load(), 0);
+  set_num_threads(saved);
+}
+
+// Every chunk of a job runs in its caller's floating-point mode: subnormals flushed inside a
+// FlushSubnormals scope on every thread that takes a chunk, kept (IEEE) outside it, whatever
+// mode a worker's previous job left it in.
+TEST(ParallelFor, ChunksRunInTheCallersFloatingPointMode) {
+  if (kFlushSubnormals == 0) GTEST_SKIP() << "no subnormal flush on this architecture";
+  const int saved = num_threads();
+  set_num_threads(4);
+  volatile float tiny = 1e-30f;  // volatile: the products below happen at run time
+  auto run = [&](std::atomic<int>& flushed, std::atomic<int>& off_caller) {
+    const auto caller = std::this_thread::get_id();
+    parallel_for(4000, true, [&](int64_t) {
+      const float product = tiny * 1e-10f;  // 1e-40: subnormal, or 0 when flushed
+      flushed += product == 0.0f;
+      off_caller += std::this_thread::get_id() != caller;
+      std::this_thread::sleep_for(std::chrono::microseconds(2));  // let the workers take some
+    });
+  };
+  for (int rep = 0; rep < 3; ++rep) {
+    std::atomic<int> flushed{0}, off_caller{0};
+    {
+      const FlushSubnormals flush;
+      run(flushed, off_caller);
+    }
+    EXPECT_EQ(flushed.load(), 4000) << rep;
+    EXPECT_GT(off_caller.load(), 0) << rep;  // the workers took part
+    std::atomic<int> flushed_after{0}, off_caller_after{0};
+    run(flushed_after, off_caller_after);
+    EXPECT_EQ(flushed_after.load(), 0) << rep;  // IEEE again, on the workers too
+    EXPECT_GT(off_caller_after.load(), 0) << rep;
+  }
+  const float product = tiny * 1e-10f;
+  EXPECT_GT(product, 0.0f);  // the caller's own mode restored
   set_num_threads(saved);
 }
 

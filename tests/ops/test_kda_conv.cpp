@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "core/fp_env.h"
 #include "core/precision.h"
 #include "ops/conv1d/conv1d.h"
 #include "ops/harness.h"
@@ -26,7 +27,21 @@ enum class Gates { mild, strong };  // strong: g down to −40, decays underflow
 struct KdaVariant {
   Gates gates = Gates::mild;
   bool initial_state = true;  // false: the sequence starts from S = 0
+  bool flushed = false;       // the op under test runs with subnormals flushed, as the engine does
 };
+
+std::string variant_name(KdaVariant var) {
+  return std::string(var.gates == Gates::strong ? " strong" : "") +
+         (var.initial_state ? "" : " S0=0") + (var.flushed ? " flushed" : "");
+}
+
+// Runs fn, with subnormals flushed (core/fp_env.h) when `flushed`.
+template <typename Fn>
+auto maybe_flushed(bool flushed, Fn&& fn) {
+  if (!flushed) return fn();
+  const FlushSubnormals flush;
+  return fn();
+}
 
 // Inputs as the layer produces them: L2-normalised q (scaled) and k, g ∈ (−5, 0), β ∈ (0, 1).
 KdaData kda_data(std::mt19937_64& rng, KdaShape s, KdaVariant var = {}) {
@@ -70,11 +85,12 @@ std::vector<float> run_kda(Fn&& fn, const KdaData& d, KdaShape s) {
 // set order with the tables.
 template <typename Table>
 OpCase kda_case(const char* name, const Table& op, KdaShape s, KdaVariant var = {}) {
-  std::string shape = kda_shape(s) + (var.gates == Gates::strong ? " strong" : "") +
-                      (var.initial_state ? "" : " S0=0");
-  return {name, shape, 2e-5, [&op, s, var](std::mt19937_64& rng, Impl impl) {
+  return {name, kda_shape(s) + variant_name(var), 2e-5,
+          [&op, s, var](std::mt19937_64& rng, Impl impl) {
             KdaData d = kda_data(rng, s, var);
-            return Outputs{run_kda(op.get(impl), d, s), widen(run_kda(op.ref, d, s))};
+            std::vector<float> got =
+                maybe_flushed(var.flushed, [&] { return run_kda(op.get(impl), d, s); });
+            return Outputs{std::move(got), widen(run_kda(op.ref, d, s))};
           }};
 }
 
@@ -83,14 +99,15 @@ OpCase kda_case(const char* name, const Table& op, KdaShape s, KdaVariant var = 
 // Tolerance 2e-5 (relative to max |o, S|), the fp32 recurrence's: measured ≤ 1e-6 on every case
 // and ISA here, against both the f64 chunks and the double recurrence.
 OpCase kda_chunked_vs_f64_case(KdaShape s, KdaVariant var) {
-  std::string shape = kda_shape(s) + (var.gates == Gates::strong ? " strong" : "") +
-                      (var.initial_state ? "" : " S0=0") + " vs f64";
-  return {"kda_chunked", shape, 2e-5, [s, var](std::mt19937_64& rng, Impl impl) {
+  return {"kda_chunked", kda_shape(s) + variant_name(var) + " vs f64", 2e-5,
+          [s, var](std::mt19937_64& rng, Impl impl) {
             KdaData d = kda_data(rng, s, var);
             auto f64 = [](const KdaInputs& in, KdaShape sh, float* S, float* o) {
               kda_chunked_f64(in, sh, S, o, 64);
             };
-            return Outputs{run_kda(kKdaChunkedOp.get(impl), d, s), widen(run_kda(f64, d, s))};
+            std::vector<float> got =
+                maybe_flushed(var.flushed, [&] { return run_kda(kKdaChunkedOp.get(impl), d, s); });
+            return Outputs{std::move(got), widen(run_kda(f64, d, s))};
           }};
 }
 
@@ -264,6 +281,15 @@ std::vector<OpCase> cases() {
                            {Gates::strong, false}}) {
       v.push_back(kda_case("kda_chunked", kKdaChunkedOp, s, var));
       v.push_back(kda_chunked_vs_f64_case(s, var));
+    }
+  }
+  // As the engine runs them: subnormals flushed (core/fp_env.h), strong gates making many.
+  for (KdaShape s : {KdaShape{17, 2, 31, 16}, {64, 1, 128, 128}, {200, 3, 19, 23}}) {
+    for (Gates gates : {Gates::mild, Gates::strong}) {
+      for (bool s0 : {true, false}) {
+        v.push_back(kda_case("kda_chunked", kKdaChunkedOp, s, {gates, s0, true}));
+        v.push_back(kda_case("kda_recurrent", kKdaRecurrentOp, s, {gates, s0, true}));
+      }
     }
   }
   // Varlen batches: 1–16 sequences, empty and one-token ones, T < 64, T not a multiple of 64,
