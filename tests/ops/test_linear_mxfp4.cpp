@@ -72,6 +72,9 @@ std::vector<OpCase> cases() {
   for (auto [T, r, c] : {std::tuple{1, 37, 2056}, {3, 5, 4104}, {8, 70, 2048}, {2, 130, 520}}) {
     v.push_back(linear_case(T, r, c, MatFormat::bf16));
   }
+  // Many tokens, many rows: BF16 tasks of 64 rows (a short last one) when each of up to two
+  // threads gets four; 6-token tiles and a 4-, 2- or 1-token tail (T = 64 + 6k + 0, 4, 3, 5).
+  for (int64_t T : {66, 68, 69, 71}) v.push_back(linear_case(T, 600, 96, MatFormat::bf16));
   return v;
 }
 
@@ -111,8 +114,9 @@ TEST(Linear, EveryPathIsBatchInvariant) {
                                    {7, 160, 4},
                                    {2, 8, 3},
                                    {16, 512, 6},
-                                   {9, 1056, 5},     // MXFP4: scales widened 16 groups at a time
-                                   {5, 2080, 3}}) {  // BF16 lone token: long rows
+                                   {9, 1056, 5},      // MXFP4: scales widened 16 groups at a time
+                                   {5, 2080, 3},      // BF16 lone token: long rows
+                                   {600, 64, 71}}) {  // BF16: 64-row tasks, 6-token tiles
         if (f == MatFormat::mxfp4 && cols % 32 != 0) continue;
         std::mt19937_64 rng(3 + rows + cols);
         Weight w = random_weight(rng, rows, cols, f);

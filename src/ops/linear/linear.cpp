@@ -80,15 +80,27 @@ bool gemv_worth_splitting(int64_t T, const Mat& w) {
 
 namespace {
 
+// Weight rows per task of the direct path. With many tokens a task streams all T input rows
+// past its weight rows (in L1/L2) once, so fewer, taller tasks read the inputs fewer times:
+// 64 BF16 rows (128 KB at 1024 columns) when there are 64 or more tokens and enough rows for
+// four tasks a thread.
+int64_t task_rows(int64_t T, const Mat& w) {
+  constexpr int64_t kTallRows = 64;
+  const bool tall =
+      w.format == MatFormat::bf16 && T >= 64 && w.rows >= kTallRows * 4 * thread_pool().size();
+  return tall ? kTallRows : kGemvRows;
+}
+
 // Straight from storage (no decoded copy): BF16 at any T (register tiles widen the weights
 // in registers, exactly), MXFP4 for small T (each group decoded in registers, once per token
 // or, with AVX-512, once per four tokens).
 bool linear_direct(const LinearKernels& k, const float* x, int64_t T, const Mat& w, float* y) {
   if (w.format == MatFormat::f32 || (w.format == MatFormat::mxfp4 && T > k.mxfp4_direct_max_t))
     return false;
-  const int64_t n_tasks = (w.rows + kGemvRows - 1) / kGemvRows;
+  const int64_t rows = task_rows(T, w);
+  const int64_t n_tasks = (w.rows + rows - 1) / rows;
   parallel_for(n_tasks, gemv_worth_splitting(T, w), [&](int64_t task) {
-    const int64_t r0 = task * kGemvRows, nr = std::min(kGemvRows, w.rows - r0);
+    const int64_t r0 = task * rows, nr = std::min(rows, w.rows - r0);
     if (w.format == MatFormat::bf16) {
       k.gemv_bf16(x, T, static_cast<const uint16_t*>(w.data), w.cols, r0, nr, y, w.rows);
     } else {

@@ -229,13 +229,18 @@ void lone_rows_bf16(const float* x, const uint16_t* w, int64_t cols, int64_t r0,
 // 3072-column down projection) measured no better that way and keep the prefetching tiles.
 constexpr int64_t kLoneRowsMaxCols = 2048;
 
-// Any T: 4-token x 4-row tiles, then a 2-token pass and a lone token (one row at a time, or
-// 8-row tiles on long rows).
+// Any T: 6-token x 4-row tiles (24 of the 32 zmm registers accumulate: 6 FMAs per widened
+// weight vector; 4x4 tiles measured 5-10% slower, one thread, T = 512), then a 4-token and a
+// 2-token pass and a lone token (one row at a time, or 8-row tiles on long rows).
 void gemv_bf16(const float* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0, int64_t nr,
                float* y, int64_t ldy) {
   int64_t t = 0;
-  for (; t + 4 <= T; t += 4)
+  for (; t + 6 <= T; t += 6)
+    rows_bf16<6, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
+  if (T - t >= 4) {
     rows_bf16<4, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
+    t += 4;
+  }
   if (T - t >= 2) {
     rows_bf16<2, 4>(x + t * cols, w, cols, r0, nr, y + t * ldy, ldy, t == 0);
     t += 2;
