@@ -346,18 +346,18 @@ template <int A, int B>
 void tile_f32(const float* x, int64_t ldx, const float* w, int64_t nb, int64_t cols, float* y,
               int64_t ldy) {
   __m512 acc[A][B];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int a = 0; a < A; ++a)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int b = 0; b < B; ++b) acc[a][b] = _mm512_setzero_ps();
   for (int64_t i = 0; i < cols; i += kLanes) {
     __m512 wv[B];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int b = 0; b < B; ++b) wv[b] = _mm512_loadu_ps(w + (b < nb ? b : 0) * cols + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int a = 0; a < A; ++a) {
       const __m512 xv = _mm512_loadu_ps(x + a * ldx + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int b = 0; b < B; ++b) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
     }
   }
@@ -374,7 +374,11 @@ void rows_f32(const float* x, const float* rows, int64_t nr, int64_t cols, float
 void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
                    int64_t ldy, int64_t r0, float* y) {
   int64_t t = 0;
-  for (; t + 4 <= T; t += 4) rows_f32<4>(x + t * cols, rows, nr, cols, y + t * ldy + r0, ldy);
+  for (; t + 6 <= T; t += 6) rows_f32<6>(x + t * cols, rows, nr, cols, y + t * ldy + r0, ldy);
+  if (T - t >= 4) {
+    rows_f32<4>(x + t * cols, rows, nr, cols, y + t * ldy + r0, ldy);
+    t += 4;
+  }
   switch (T - t) {
     case 3:
       rows_f32<3>(x + t * cols, rows, nr, cols, y + t * ldy + r0, ldy);
