@@ -371,6 +371,8 @@ void rows_f32(const float* x, const float* rows, int64_t nr, int64_t cols, float
     tile_f32<A, 4>(x, cols, rows + j * cols, nr - j < 4 ? nr - j : 4, cols, y + j, ldy);
 }
 
+// All T tokens against a block of decoded rows: 6-token tiles, then a 4-token one and the last
+// 1-3 tokens (as gemv_bf16; every output is the same chain whatever tile computes it).
 void block_product(const float* x, int64_t T, const float* rows, int64_t nr, int64_t cols,
                    int64_t ldy, int64_t r0, float* y) {
   int64_t t = 0;
