@@ -10,7 +10,10 @@
       sentence reaches training.
 
   A part given as PART.txt@N is written N times (its paragraphs repeated in place): a mixture
-  weight, so text unlike the bulk of the corpus is not drowned by it.
+  weight, so text unlike the bulk of the corpus is not drowned by it. A fractional N (0.3, 2.5)
+  writes the fraction's share of the paragraphs once more, chosen by a hash of each paragraph,
+  so the same paragraphs are chosen on every run; @0 keeps a part's paragraphs out (still
+  deduplicated against the parts after it).
 
 KIND is one of rst, pod, info, html, plain, rdata (the strings of an R lazy-load database,
 R/site-library/*/data/Rdata.rdb: one line each), wordnet (WordNet data.* files: each synset's
@@ -18,7 +21,9 @@ words and gloss), gamejson (Cataclysm: DDA's JSON: the prose of its descriptions
 dialogue), gamescript (Endless Sky's data files: its conversations and descriptions) and
 crawldb (Dungeon Crawl's text databases: '%%%%'-separated entries), wml (Wesnoth's
 translatable strings: its campaigns' dialogue and stories) and sword (a SWORD zText Bible
-module, given its ot.bzs / nt.bzs indexes). Files may be gzip-compressed (.gz, or dictzip .dz)."""
+module, given its ot.bzs / nt.bzs indexes) and gettext (a program's English source strings: the
+msgids of its .mo catalogues and .po/.pot templates, each string once however many catalogues
+carry it). Files may be gzip-compressed (.gz, or dictzip .dz)."""
 import bz2
 import gzip
 import html.parser
@@ -277,6 +282,54 @@ def wml_text(path):
     return "\n\n".join(short_lines_joined(out))
 
 
+def mo_msgids(blob):
+    """The source strings of a GNU .mo catalogue (its original-strings table; a context before
+    \x04 and the plural form after \x00 are dropped)."""
+    order = "<" if struct.unpack_from("<I", blob)[0] == 0x950412DE else ">"
+    count, table = struct.unpack_from(order + "II", blob, 8)
+    for i in range(count):
+        length, offset = struct.unpack_from(order + "II", blob, table + 8 * i)
+        raw = blob[offset:offset + length].split(b"\x00")[0].split(b"\x04")[-1]
+        yield raw.decode("utf-8", errors="replace")
+
+
+PO_ENTRY = re.compile(r'^msgid\s+((?:"(?:[^"\\]|\\.)*"\s*)+)', re.M)
+PO_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+
+
+def po_msgids(text):
+    for m in PO_ENTRY.finditer(text):
+        parts = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))
+        yield re.sub(r"\\(.)", lambda e: PO_ESCAPES.get(e.group(1), ""), "".join(parts))
+
+
+# Format placeholders (%s, %d, %.1f, {player}, $n) get a plain word; colour codes (#r … #0,
+# \x07r … \x070) and BBCode ([b] … [/b]) go; a string still holding code-like bits (%c, nil, ::, _, ()) is a program
+# message, not prose, and is left out.
+FORMAT_WORDS = [(re.compile(r"\{player\}|%\d*\$?s"), "Sam"), (re.compile(r"%[-+ 0#]*\d*(?:\.\d+)?[dif]"), "ten"),
+                (re.compile(r"\{[^{}]*\}|\$\w+"), "it"), (re.compile(r"[#\x07][a-zA-Z0-9](?=\S)|[#\x07][0n]|\[/?[a-z]+\]"), "")]
+CODE_LIKE = re.compile(r"%|\x07|\bnil\b|::|_|\(\)|#include")
+
+
+def gettext_strings(files):
+    """English source strings of every catalogue, each once, in first-seen order."""
+    seen = {}
+    for path in files:
+        strings = (mo_msgids(read_bytes(path)) if path.endswith(".mo") else po_msgids(read(path)))
+        for s in strings:
+            seen.setdefault(s, None)
+    out = []
+    for s in seen:
+        if s.startswith("?"):  # freeciv's "?female:" qualifiers mark name variants, not prose
+            continue
+        for pattern, word in FORMAT_WORDS:
+            s = pattern.sub(word, s)
+        s = WML_MARKUP.sub("", s).strip()
+        if s.count(" ") >= 3 and not CODE_LIKE.search(s):
+            out.append(s)
+    return "\n\n".join(short_lines_joined(out))
+
+
 OSIS_NOTE = re.compile(r"<note\b.*?</note>", re.S)
 OSIS_BREAK = re.compile(r'<div\b[^>]*\bsID="[^"]*"[^>]*type="x-p"[^>]*/>|<chapter\b[^>]*\bsID=[^>]*/>')
 OSIS_LINE = re.compile(r"<l\b[^>]*\bsID=[^>]*/>|</title>|<lb\b[^>]*/>")
@@ -315,6 +368,9 @@ def normalise(t):
 
 def extract(kind, out, files):
     with open(out, "w", encoding="utf-8") as f:
+        if kind == "gettext":  # strings shared by many catalogues: all files at once
+            f.write(normalise(gettext_strings(files)) + "\n")
+            return
         for path in files:
             text = READ[kind](path) if kind in READ else CLEAN[kind](read(path))
             f.write(normalise(text) + "\n")
@@ -352,6 +408,14 @@ def shingles(text):
     return {" ".join(w[i:i + SHINGLE]) for i in range(len(w) - SHINGLE + 1)}
 
 
+def copies_of(key, weight):
+    """A paragraph's copies under a mixture weight: its whole part, and one more for the
+    fraction's share of paragraphs (chosen by a hash of the text, the same on every run)."""
+    whole = int(weight)
+    share = zlib.crc32(key.encode("utf-8")) / 2**32
+    return whole + (share < weight - whole)
+
+
 def merge(train, heldout, parts):
     held = shingles(read(heldout))
     seen, kept, dropped_dup, dropped_held, dropped_other = set(), 0, 0, 0, 0
@@ -370,14 +434,16 @@ def merge(train, heldout, parts):
                 if not held.isdisjoint(shingles(key)):
                     dropped_held += 1
                     continue
-                f.write((p.strip("\n") + "\n\n") * int(weight or 1))
-                kept += 1
+                copies = copies_of(key, float(weight or 1))
+                f.write((p.strip("\n") + "\n\n") * copies)
+                kept += copies > 0
     print(f"paragraphs: {kept} kept, {dropped_dup} duplicates, {dropped_held} sharing {SHINGLE} "
           f"words with the held-out text, {dropped_other} not prose", file=sys.stderr)
 
 
 def main(argv):
-    if len(argv) >= 4 and argv[1] == "extract" and (argv[2] in CLEAN or argv[2] in READ):
+    if len(argv) >= 4 and argv[1] == "extract" and (argv[2] in CLEAN or argv[2] in READ or
+                                                    argv[2] == "gettext"):
         extract(argv[2], argv[3], argv[4:])
     elif len(argv) >= 3 and argv[1] == "fortunes":
         fortunes(argv[2], argv[3:])

@@ -4,7 +4,8 @@
 #
 #   scripts/make-corpus.sh [OUT_DIR]        (default: data/corpus in the repository; gitignored)
 #
-# Writes OUT_DIR/train.txt, OUT_DIR/heldout.txt and OUT_DIR/SOURCES (package versions and
+# Writes OUT_DIR/train.txt, OUT_DIR/late.txt (the mixture for the end of a schedule, below),
+# OUT_DIR/heldout.txt and OUT_DIR/SOURCES (package versions and
 # sizes). Packages are fetched with `apt-get download` and unpacked with dpkg-deb under
 # OUT_DIR/debs and OUT_DIR/root: nothing is installed. Re-running reuses what is there and
 # rebuilds the same files (deterministic order). Paragraphs are deduplicated across every
@@ -54,14 +55,32 @@ sources=(
 # Wesnoth's campaigns, one package each: their dialogue and stories.
 wesnoth_campaigns=(did dm dw ei httt l low nr sof sota sotbe thot trow tsg ttb utbs)
 for c in "${wesnoth_campaigns[@]}"; do sources+=("wesnoth-1.16-$c wml *.cfg"); done
-# Mixture weights (default 1): the general English of novels, Bierce's dictionary and four
+# The English strings of four more games (Naev's missions and dialogue, FreedroidRPG's dialogue,
+# Warzone 2100's briefings, Freeciv's help and nations' histories): in late.txt only (below);
+# last in the list, so train.txt is the text the shipped model was trained on.
+late_only=(naev-data freedroidrpg-data warzone2100-data freeciv-data)
+sources+=("naev-data gettext */gettext/*/LC_MESSAGES/naev.mo"
+  "freedroidrpg-data gettext */locale/*/LC_MESSAGES/freedroidrpg*.mo"
+  "warzone2100-data gettext */locale/*/LC_MESSAGES/warzone2100.mo"
+  "freeciv-data gettext */locale/*/LC_MESSAGES/freeciv-*.mo")
+# Mixture weights (default 1): the general English of novels, Bierce's dictionary and the
 # games' prose (Cataclysm: DDA's descriptions and dialogue, Endless Sky's conversations, Dungeon
 # Crawl's descriptions and quotations, Wesnoth's campaigns) is a small part of the text next to
 # the manuals, and is what the held-out fortunes read like, so each paragraph of it is written
 # this many times.
-declare -A weights=([r-cran-janeaustenr]=3 [r-cran-tokenizers]=3 [dict-devil]=3
-  [cataclysm-dda-data]=3 [endless-sky-data]=3 [crawl-common]=3 [wesnoth-1.16-data]=3)
-for c in "${wesnoth_campaigns[@]}"; do weights[wesnoth-1.16-$c]=3; done
+general=(r-cran-janeaustenr r-cran-tokenizers dict-devil cataclysm-dda-data endless-sky-data
+  crawl-common wesnoth-1.16-data "${late_only[@]}")
+for c in "${wesnoth_campaigns[@]}"; do general+=("wesnoth-1.16-$c"); done
+declare -A weights late_weights
+for pkg in "${general[@]}"; do weights[$pkg]=3; done
+for pkg in "${late_only[@]}"; do weights[$pkg]=0; done
+# late.txt, the mixture for the end of a schedule (a continuation at a low learning rate): the
+# same paragraphs with the manuals cut to a quarter, the dictionaries and Bibles to half and
+# the general English kept at three times, so about two thirds of it reads like the fortunes.
+for s in "${sources[@]}"; do late_weights[${s%% *}]=0.25; done
+for pkg in "${general[@]}"; do late_weights[$pkg]=3; done
+late_weights[jargon]=1
+for pkg in wordnet-base sword-text-web bible-kjv; do late_weights[$pkg]=0.5; done
 heldout_packages=(fortunes fortunes-min)
 bible_packages=(bible-kjv bible-kjv-text)
 
@@ -115,14 +134,18 @@ done | LC_ALL=C sort)
 python3 "$py" fortunes "$out/heldout.txt.tmp" "${fortune_files[@]}"
 mv "$out/heldout.txt.tmp" "$out/heldout.txt"
 
-parts=()
+parts=() late_parts=()
 for s in "${sources[@]}"; do
   pkg=${s%% *}
   parts+=("$out/parts/$pkg.txt@${weights[$pkg]:-1}")
+  late_parts+=("$out/parts/$pkg.txt@${late_weights[$pkg]}")
 done
 parts+=("$out/parts/bible-kjv.txt")
+late_parts+=("$out/parts/bible-kjv.txt@${late_weights[bible-kjv]}")
 python3 "$py" merge "$out/train.txt.tmp" "$out/heldout.txt" "${parts[@]}"
 mv "$out/train.txt.tmp" "$out/train.txt"
+python3 "$py" merge "$out/late.txt.tmp" "$out/heldout.txt" "${late_parts[@]}"
+mv "$out/late.txt.tmp" "$out/late.txt"
 
 {
   echo "# package version bytes-of-text-extracted"
@@ -136,4 +159,5 @@ mv "$out/train.txt.tmp" "$out/train.txt"
 
 echo "make-corpus: $out"
 printf '  train.txt    %12d bytes %10d lines\n' "$(wc -c <"$out/train.txt")" "$(wc -l <"$out/train.txt")"
+printf '  late.txt     %12d bytes %10d lines\n' "$(wc -c <"$out/late.txt")" "$(wc -l <"$out/late.txt")"
 printf '  heldout.txt  %12d bytes %10d lines\n' "$(wc -c <"$out/heldout.txt")" "$(wc -l <"$out/heldout.txt")"
