@@ -129,6 +129,7 @@ void block_product_scalar(const float* x, int64_t T, const float* rows, int64_t 
 // The SIMD paths keep one canonical summation order per output (linear_kernels.h); widths off
 // the SIMD lanes, and the scalar path, use the portable `dot` everywhere (also batch invariant).
 void linear_fp32(const float* x, int64_t T, const Mat& w, float* y) {
+  if (linear_fp32_amx(x, T, w, y)) return;
   const LinearKernels* k = simd_kernels();
   if (k != nullptr && w.cols % k->lanes != 0) k = nullptr;
   if (k != nullptr && linear_direct(*k, x, T, w, y)) return;

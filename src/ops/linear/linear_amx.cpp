@@ -60,6 +60,7 @@ void scatter(const float* c, int64_t rows, int64_t tokens, float* y, int64_t ldy
 #define K3_AMX_CHUNK(BREG, c)                                    \
   do {                                                           \
     if (fetch) prefetch_ahead(w, cols, N, (c) + kAhead, chunks); \
+    prefetch_b(xb, (c) + kAheadB, chunks);                       \
     _tile_loadd(BREG, xb + (c)*kTile * kChunk, 64);              \
     _tile_loadd(4, w + (c)*kChunk, stride);                      \
     _tile_dpbf16ps(0, 4, BREG);                                  \
@@ -86,6 +87,18 @@ void prefetch_ahead(const uint16_t* w, int64_t cols, int n_tiles, int64_t c, int
   if (c >= chunks) return;
   for (int64_t r = 0; r < n_tiles * kTile; ++r)
     _mm_prefetch(reinterpret_cast<const char*>(w + r * cols + c * kChunk), _MM_HINT_T0);
+}
+
+// The packed activations of a token tile are one contiguous run of B tiles, read in order but
+// by tile loads, which the prefetchers do not run ahead of: with many tokens the run is larger
+// than L2 and every task reads it again, so ask for each tile kAheadB chunks ahead.
+constexpr int64_t kAheadB = 4;
+
+void prefetch_b(const uint16_t* xb, int64_t c, int64_t chunks) {
+  if (c >= chunks) return;
+  const char* tile = reinterpret_cast<const char*>(xb + c * kTile * kChunk);
+  for (int64_t line = 0; line < kTile * kChunk * 2; line += 64)
+    _mm_prefetch(tile + line, _MM_HINT_T0);
 }
 
 // N tiles of `rows` weight rows each (16, or fewer for a lone tail tile, as configured) from
@@ -119,6 +132,50 @@ void tiles(const uint16_t* xp, int64_t T, const uint16_t* w, int64_t cols, int64
 
 #undef K3_AMX_CHUNK
 
+// The same product from weights packed by pack_a: each A tile one contiguous kilobyte (rows
+// 64 bytes apart), so a task's tiles sit in L2 without the set conflicts of rows a matrix row
+// stride apart, and no weight prefetching is needed. Same chunk order, same sums.
+template <int N>
+void packed_tiles(const uint16_t* xp, int64_t T, const uint16_t* a, int64_t chunks, int64_t rows,
+                  float* y, int64_t ldy) {
+  constexpr int64_t kTileElems = kTile * kChunk;
+  alignas(64) float c[4][kTile * kTile];
+  for (int64_t tb = 0; tb * kTile < T; ++tb) {
+    const uint16_t* xb = xp + tb * chunks * kTileElems;
+    _tile_zero(0);
+    if constexpr (N > 1) _tile_zero(1);
+    if constexpr (N > 2) _tile_zero(2);
+    if constexpr (N > 3) _tile_zero(3);
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      prefetch_b(xb, ch + kAheadB, chunks);
+      _tile_loadd(6, xb + ch * kTileElems, 64);
+      _tile_loadd(4, a + ch * kTileElems, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (N > 1) {
+        _tile_loadd(5, a + (chunks + ch) * kTileElems, 64);
+        _tile_dpbf16ps(1, 5, 6);
+      }
+      if constexpr (N > 2) {
+        _tile_loadd(4, a + (2 * chunks + ch) * kTileElems, 64);
+        _tile_dpbf16ps(2, 4, 6);
+      }
+      if constexpr (N > 3) {
+        _tile_loadd(5, a + (3 * chunks + ch) * kTileElems, 64);
+        _tile_dpbf16ps(3, 5, 6);
+      }
+    }
+    _tile_stored(0, c[0], 64);
+    if constexpr (N > 1) _tile_stored(1, c[1], 64);
+    if constexpr (N > 2) _tile_stored(2, c[2], 64);
+    if constexpr (N > 3) _tile_stored(3, c[3], 64);
+    const int64_t tokens = T - tb * kTile < kTile ? T - tb * kTile : kTile;
+    for (int i = 0; i < N; ++i) {
+      const int64_t r = rows - i * kTile < kTile ? rows - i * kTile : kTile;
+      scatter(c[i], r, tokens, y + tb * kTile * ldy + i * kTile, ldy);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t packed_x_size(int64_t T, int64_t cols) { return (T + kTile - 1) / kTile * kTile * cols; }
@@ -138,6 +195,53 @@ void pack_x(const uint16_t* x, int64_t T, int64_t cols, uint16_t* xp) {
           tile[p * kTile + t] = tok < T ? x32[tok * pairs + c * kTile + p] : 0u;
         }
     }
+}
+
+int64_t packed_a_size(int64_t rows, int64_t cols) {
+  return (rows + kTile - 1) / kTile * kTile * cols;
+}
+
+void pack_a_row(const uint16_t* row, int64_t j, int64_t cols, uint16_t* a) {
+  const int64_t chunks = cols / kChunk;
+  uint16_t* tile_row = a + (j / kTile) * chunks * kTile * kChunk + (j % kTile) * kChunk;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const __m512i v = _mm512_loadu_si512(row + c * kChunk);
+    _mm512_store_si512(tile_row + c * kTile * kChunk, v);
+  }
+}
+
+void zero_a_rows(int64_t j0, int64_t rows, int64_t cols, uint16_t* a) {
+  for (int64_t j = j0; j < (rows + kTile - 1) / kTile * kTile; ++j) {
+    const int64_t chunks = cols / kChunk;
+    uint16_t* tile_row = a + (j / kTile) * chunks * kTile * kChunk + (j % kTile) * kChunk;
+    for (int64_t c = 0; c < chunks; ++c)
+      _mm512_store_si512(tile_row + c * kTile * kChunk, _mm512_setzero_si512());
+  }
+}
+
+void gemm_packed(const uint16_t* xp, int64_t T, const uint16_t* a, int64_t cols, int64_t nr,
+                 float* y, int64_t ldy) {
+  __asm__ volatile("" ::: "memory");  // tileloadd's asm does not say it reads memory
+  configure(kTile);
+  const int64_t chunks = cols / kChunk, tiles = (nr + kTile - 1) / kTile;
+  const int64_t tile_elems = chunks * kTile * kChunk;
+  int64_t i = 0;
+  for (; i + 4 <= tiles; i += 4)
+    packed_tiles<4>(xp, T, a + i * tile_elems, chunks, nr - i * kTile, y + i * kTile, ldy);
+  switch (tiles - i) {
+    case 3:
+      packed_tiles<3>(xp, T, a + i * tile_elems, chunks, nr - i * kTile, y + i * kTile, ldy);
+      break;
+    case 2:
+      packed_tiles<2>(xp, T, a + i * tile_elems, chunks, nr - i * kTile, y + i * kTile, ldy);
+      break;
+    case 1:
+      packed_tiles<1>(xp, T, a + i * tile_elems, chunks, nr - i * kTile, y + i * kTile, ldy);
+      break;
+    default:
+      break;
+  }
+  _tile_release();
 }
 
 void gemv_bf16(const uint16_t* xp, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,

@@ -60,6 +60,26 @@ void round_bf16(const float* x, int64_t n, uint16_t* out) {
   }
 }
 
+inline __m512 widen16(__m256i b) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+}
+
+// x = hi + mid + lo, each rounded to nearest even from what the parts before left.
+void split3_bf16(const float* x, int64_t n, uint16_t* hi, uint16_t* mid, uint16_t* lo) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m =
+        n - i >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m256i h = round16(_mm512_castps_si512(v));
+    const __m512 r1 = _mm512_sub_ps(v, widen16(h));
+    const __m256i d = round16(_mm512_castps_si512(r1));
+    const __m256i l = round16(_mm512_castps_si512(_mm512_sub_ps(r1, widen16(d))));
+    _mm256_mask_storeu_epi16(hi + i, m, h);
+    _mm256_mask_storeu_epi16(mid + i, m, d);
+    _mm256_mask_storeu_epi16(lo + i, m, l);
+  }
+}
+
 // E8M0 scale 2^(s-127) (0: the subnormal 2^-127; 255: infinity, as the scalar path).
 inline float e8m0(uint8_t s) {
   const uint32_t bits = s == 0 ? 0x00400000u : s == 255 ? 0x7f800000u : uint32_t{s} << 23;
@@ -258,6 +278,7 @@ void gemv_mxfp4(const uint16_t* x, int64_t T, const uint8_t* packed, const uint8
 const LinearBf16Kernels kLinearBf16Kernels = {.lanes = kCols,
                                               .mxfp4_direct_max_t = 7,
                                               .round_bf16 = round_bf16,
+                                              .split3_bf16 = split3_bf16,
                                               .mxfp4_decode = mxfp4_decode,
                                               .gemv_bf16 = gemv_bf16,
                                               .gemv_mxfp4 = gemv_mxfp4};

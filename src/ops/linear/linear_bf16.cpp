@@ -72,24 +72,59 @@ void linear_bf16_amx(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, 
   });
   // Decode-size calls in tasks of kGemvRows rows as on the vdpbf16ps path (more tasks than
   // threads), larger ones in kAmxRows: four weight tiles against each token tile.
-  const int64_t task_rows = T <= 16 ? kGemvRows : kAmxRows;
+  const int64_t task_rows = T <= 16 && w.format == MatFormat::bf16 ? kGemvRows : kAmxRows;
   const int64_t n_tasks = (w.rows + task_rows - 1) / task_rows;
   parallel_for(n_tasks, gemv_worth_splitting(T, w), [&](int64_t task) {
     const int64_t r0 = task * task_rows, nr = std::min(task_rows, w.rows - r0);
-    if (w.format == MatFormat::bf16) {
+    if (w.format == MatFormat::bf16 && T <= 16) {  // one pass over the rows: straight from storage
       amx::gemv_bf16(xp, T, static_cast<const uint16_t*>(w.data), cols, r0, nr, y, w.rows);
       return;
     }
-    uint16_t* rows = thread_scratch<uint16_t, struct LinearAmxRowsTag>(kAmxRows * cols);
+    // Otherwise the task's rows as contiguous A tiles (BF16 copied, MXFP4 decoded), read by
+    // every token tile from L2.
+    uint16_t* a =
+        thread_scratch<uint16_t, struct LinearAmxATag>(amx::packed_a_size(kAmxRows, cols) + 32);
+    a = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(a) + 63) & ~uintptr_t{63});
+    uint16_t* row = thread_scratch<uint16_t, struct LinearAmxRowTag>(cols);
     const uint8_t* packed = static_cast<const uint8_t*>(w.data);
-    for (int64_t j = 0; j < nr; ++j)
-      k.mxfp4_decode(packed + (r0 + j) * (cols / 2), w.scales + (r0 + j) * (cols / 32), cols,
-                     rows + j * cols);
-    amx::gemv_bf16(xp, T, rows, cols, 0, nr, y + r0, w.rows);
+    for (int64_t j = 0; j < nr; ++j) {
+      const int64_t r = r0 + j;
+      if (w.format == MatFormat::bf16) {
+        amx::pack_a_row(static_cast<const uint16_t*>(w.data) + r * cols, j, cols, a);
+      } else {
+        k.mxfp4_decode(packed + r * (cols / 2), w.scales + r * (cols / 32), cols, row);
+        amx::pack_a_row(row, j, cols, a);
+      }
+    }
+    amx::zero_a_rows(nr, nr, cols, a);
+    amx::gemm_packed(xp, T, a, cols, nr, y + r0, w.rows);
   });
 }
 
 }  // namespace
+
+// fp32 precision on AMX tiles: the three parts of each token run as three tokens of the bf16
+// tile product (each product exact, fp32 accumulation in column order), then y = (hi·w +
+// mid·w) + lo·w. Every token takes the same steps whatever the batch: batch invariant.
+bool linear_fp32_amx(const float* x, int64_t T, const Mat& w, float* y) {
+  if (w.format == MatFormat::f32 || w.keep_fp32 || w.cols % 32 != 0 || !amx_worth_it(w))
+    return false;
+  const LinearBf16Kernels& k = avx512bf16::kLinearBf16Kernels;
+  const int64_t cols = w.cols, rows = w.rows;
+  uint16_t* xs = thread_scratch<uint16_t, struct LinearAmx3XTag>(3 * T * cols);  // [3T, cols]
+  parallel_for(T, T * cols > 65536, [&](int64_t t) {  // row 3t + p: part p of x[t]
+    uint16_t* parts = xs + 3 * t * cols;
+    k.split3_bf16(x + t * cols, cols, parts, parts + cols, parts + 2 * cols);
+  });
+  float* y3 = thread_scratch<float, struct LinearAmx3YTag>(3 * T * rows);  // [3T, rows]
+  linear_bf16_amx(k, xs, 3 * T, w, y3);
+  parallel_for(T, T * rows > 65536, [&](int64_t t) {
+    const float* part = y3 + 3 * t * rows;
+    for (int64_t r = 0; r < rows; ++r)
+      y[t * rows + r] = (part[r] + part[rows + r]) + part[2 * rows + r];
+  });
+  return true;
+}
 
 void round_to_bf16_values(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));

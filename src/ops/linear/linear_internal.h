@@ -25,6 +25,10 @@ void linear_bf16(const float* x, int64_t T, const Mat& w, float* y);
 // dots (linear_q8.cpp).
 void linear_q8(const float* x, int64_t T, const Mat& w, float* y);
 
+// linear in fp32 precision on AMX tiles (x as three bf16 parts): false, having done nothing,
+// where the tiles do not take w (no AMX, or not enabled, F32 weights, a small matrix).
+bool linear_fp32_amx(const float* x, int64_t T, const Mat& w, float* y);
+
 // out[n] = x[n] rounded to bf16 and widened back (f32_to_bf16 then bf16_to_f32).
 void round_to_bf16_values(const float* x, int64_t n, float* out);
 

@@ -63,6 +63,9 @@ struct LinearBf16Kernels {
   int64_t mxfp4_direct_max_t;
   // out[n] = x[n] rounded to bf16, bit-identical to f32_to_bf16 (any n).
   void (*round_bf16)(const float* x, int64_t n, uint16_t* out);
+  // x[n] as three bf16 parts, x = hi + mid + lo to within 2^-26 |x| (each part rounds, to
+  // nearest even, what the parts before left): fp32 precision on bf16 multipliers.
+  void (*split3_bf16)(const float* x, int64_t n, uint16_t* hi, uint16_t* mid, uint16_t* lo);
   // out[cols] = one MXFP4 row as bf16 (exact: E2M1 times a power of two fits bf16).
   void (*mxfp4_decode)(const uint8_t* packed, const uint8_t* scales, int64_t cols, uint16_t* out);
   // y[t, r] for t < T, r in [r0, r0+nr) from BF16 rows w [rows, cols]; any T.
@@ -126,6 +129,15 @@ void pack_x(const uint16_t* x, int64_t T, int64_t cols, uint16_t* xp);
 // any nr); y has leading dimension ldy.
 void gemv_bf16(const uint16_t* xp, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
                int64_t nr, float* y, int64_t ldy);
+// Weights as A tiles of contiguous kilobytes: a [rows/16 (rounded up)][cols/32][16][32] bf16,
+// 64-byte aligned; packed_a_size elements. pack_a_row puts row j (cols bf16 values) in place;
+// zero_a_rows clears rows j0 .. the end of the last tile (a tail tile's padding).
+int64_t packed_a_size(int64_t rows, int64_t cols);
+void pack_a_row(const uint16_t* row, int64_t j, int64_t cols, uint16_t* a);
+void zero_a_rows(int64_t j0, int64_t rows, int64_t cols, uint16_t* a);
+// y[t, j] for t < T, j < nr from the packed weights and packed x: the same sums as gemv_bf16.
+void gemm_packed(const uint16_t* xp, int64_t T, const uint16_t* a, int64_t cols, int64_t nr,
+                 float* y, int64_t ldy);
 }  // namespace amx
 
 }  // namespace k3
