@@ -27,12 +27,18 @@ std::atomic<int> g_precision{[] {
 }()};
 
 std::atomic<bool> g_bf16_dot_allowed{true};
-// K3_AMX=1 turns the tile kernels on where the CPU has them: off by default, as measured they
-// lose to vdpbf16ps at decode (bench/RESULTS.md, "bf16 on AMX tiles").
-std::atomic<bool> g_bf16_amx_allowed{[] {
+// K3_AMX: 0 off, 1 every matrix the tiles take in fp32 and bf16 precision, unset the wide
+// matrices in fp32 (core/precision.h). bf16 precision stays on vdpbf16ps by default: there the
+// tiles lost at decode (bench/RESULTS.md, "bf16 on AMX tiles").
+const AmxUse g_amx_from_env = [] {
   const char* env = std::getenv("K3_AMX");
-  return env != nullptr && std::string(env) == "1";
-}()};
+  if (env == nullptr || *env == '\0') return AmxUse::wide;
+  if (std::string(env) == "0") return AmxUse::off;
+  if (std::string(env) == "1") return AmxUse::all;
+  std::fprintf(stderr, "k3: K3_AMX must be 0 or 1, not '%s'\n", env);
+  std::exit(2);
+}();
+std::atomic<int> g_amx_use{static_cast<int>(g_amx_from_env)};
 
 }  // namespace
 
@@ -63,19 +69,27 @@ bool bf16_dot_native() {
 
 void set_bf16_dot_allowed(bool on) { g_bf16_dot_allowed.store(on, std::memory_order_relaxed); }
 
+AmxUse amx_use() { return static_cast<AmxUse>(g_amx_use.load(std::memory_order_relaxed)); }
+
+AmxUse amx_use_from_env() { return g_amx_from_env; }
+
+void set_amx_use(AmxUse use) { g_amx_use.store(static_cast<int>(use), std::memory_order_relaxed); }
+
+bool amx_native() { return bf16_dot_native() && amx_bf16_usable(); }
+
 bool bf16_amx_available() { return bf16_dot_available() && amx_bf16_usable(); }
 
-bool bf16_amx_native() {
-  return bf16_dot_native() && g_bf16_amx_allowed.load(std::memory_order_relaxed) &&
-         amx_bf16_usable();
-}
+bool bf16_amx_native() { return amx_native() && amx_use() == AmxUse::all; }
 
-void set_bf16_amx_allowed(bool on) { g_bf16_amx_allowed.store(on, std::memory_order_relaxed); }
+void set_bf16_amx_allowed(bool on) { set_amx_use(on ? AmxUse::all : AmxUse::off); }
 
 void set_cpu_precision(const std::string& name) { set_precision(parse_precision(name)); }
 
 std::string cpu_precision_name() {
-  if (active_precision() == Precision::fp32) return "fp32";
+  if (active_precision() == Precision::fp32) {
+    if (!amx_native() || amx_use() == AmxUse::off) return "fp32";
+    return amx_use() == AmxUse::all ? "fp32 (AMX)" : "fp32 (AMX for wide matrices)";
+  }
   const std::string bf16 = bf16_amx_native()   ? "bf16 (AMX)"
                            : bf16_dot_native() ? "bf16 (vdpbf16ps)"
                                                : "bf16 (fp32 FMA of bf16 products)";

@@ -1,7 +1,10 @@
 // The arithmetic of the CPU matmuls (linear with BF16 or MXFP4 weights), chosen per process.
 //
 //   fp32 (default): activations stay fp32, weights are widened exactly, fp32 FMAs. The golden
-//        tests hold this path to the float64 references.
+//        tests hold this path to the float64 references. On CPUs with AMX the matrices the
+//        tiles take (AmxUse below) run there instead, each activation as three bf16 parts
+//        (x = hi + mid + lo to 2^-26) against the exact bf16 weights: as accurate as the FMAs,
+//        another fixed order of the fp32 sums.
 //   bf16: every activation row is rounded once to bf16 (round to nearest even, as f32_to_bf16)
 //        and multiplied with the exact weights, fp32 accumulation. On AVX-512 CPUs with
 //        AVX512_BF16 the products run as vdpbf16ps (two bf16 products per fp32 lane); elsewhere
@@ -39,10 +42,23 @@ bool bf16_dot_native();
 bool bf16_dot_available();           // the CPU and the active path could
 void set_bf16_dot_allowed(bool on);  // tests: false forces the fallback
 
-// Whether those bf16 products run on AMX tiles now: bf16_dot_native() on a CPU where
-// amx_bf16_usable(), when K3_AMX=1 or a test turned it on (off by default: docs/CPU.md).
+// Which matmuls run on AMX tiles (TDPBF16PS), where amx_native():
+//   off:  none (K3_AMX=0);
+//   wide: in fp32 precision, matrices of at least 2048 columns (the default, K3_AMX unset):
+//         measured faster at prefill and decode on K3's widths, slower at decode on small
+//         ones (docs/CPU.md);
+//   all:  matrices of at least 1024 columns, in fp32 and in bf16 precision (K3_AMX=1).
+// Always at least 256 rows. Which matrices take the tiles is a property of the matrix, never
+// of the batch, so results stay batch invariant.
+enum class AmxUse : int { off = 0, wide = 1, all = 2 };
+AmxUse amx_use();
+AmxUse amx_use_from_env();  // K3_AMX's choice (read once, before main; a bad value exits 2)
+void set_amx_use(AmxUse use);
+// The CPU, the OS and the active path could: bf16_dot_native() and amx_bf16_usable().
+bool amx_native();
+bool bf16_amx_available();  // the same, whether or not a test turned vdpbf16ps off
+// Whether bf16 precision's products run on the tiles: amx_native() and AmxUse::all.
 bool bf16_amx_native();
-bool bf16_amx_available();           // the CPU, the OS and the active path could
-void set_bf16_amx_allowed(bool on);  // tests: true runs the tile kernels
+void set_bf16_amx_allowed(bool on);  // tests: set_amx_use(on ? all : off)
 
 }  // namespace k3

@@ -170,7 +170,7 @@ TEST(CudaBf16, TrainedDefaultMatchesReference) {
   const int64_t V = model->vocab_size();
   std::ifstream f(data + "tokens.json");
   const auto ids = nlohmann::json::parse(f).get<std::vector<int64_t>>();
-  const std::string name = cpu_precision_name();  // "fp32", "bf16 (…)" or "q8 (…)"
+  const std::string name = cpu_precision_name();  // "fp32", "fp32 (AMX)", "bf16 (…)", "q8 (…)"
   set_cpu_precision("bf16");
   Engine engine(*model,
                 {.state_budget_bytes = size_t{64} << 20, .max_sequences = 2, .device = "cuda"});

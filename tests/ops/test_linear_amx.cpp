@@ -23,11 +23,6 @@ namespace {
 
 constexpr double kTol = 1e-6;  // the fp32 linear cases' tolerance
 
-bool amx_on_by_env() {
-  const char* env = std::getenv("K3_AMX");
-  return env != nullptr && std::string(env) == "1";
-}
-
 const char* format_name(MatFormat f) { return f == MatFormat::bf16 ? "bf16" : "mxfp4"; }
 
 // Plain double y = x·Wᵀ and the scale max Σ|x·w| of the fp32 cases.
@@ -71,6 +66,24 @@ TEST(AmxKernels, SplitIntoThreeBf16PartsKeepsFp32Precision) {
     }
     EXPECT_EQ(hi[n], 0xabcd) << "wrote past n";
     EXPECT_EQ(lo[n], 0xabcd) << "wrote past n";
+  }
+}
+
+// An MXFP4 row decoded with a stride between its 32-value groups (straight into A tiles) is the
+// contiguous decode, group by group, and writes nothing between the groups.
+TEST(AmxKernels, StridedMxfp4DecodeEqualsTheContiguousOne) {
+  if (!bf16_dot_available()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  const LinearBf16Kernels& k = avx512bf16::kLinearBf16Kernels;
+  std::mt19937_64 rng(17);
+  for (int64_t cols : {32, 96, 1024}) {
+    Weight w = random_weight(rng, 1, cols, MatFormat::mxfp4);
+    std::vector<uint16_t> row(cols), strided(cols / 32 * amx::kAStride, 0xabcd);
+    k.mxfp4_decode(w.bytes.data(), w.mat.scales, cols, row.data());
+    k.mxfp4_decode_strided(w.bytes.data(), w.mat.scales, cols, strided.data(), amx::kAStride);
+    for (int64_t i = 0; i < static_cast<int64_t>(strided.size()); ++i) {
+      const int64_t g = i / amx::kAStride, e = i % amx::kAStride;
+      ASSERT_EQ(strided[i], e < 32 ? row[g * 32 + e] : uint16_t{0xabcd}) << "cols=" << cols;
+    }
   }
 }
 
@@ -156,7 +169,38 @@ TEST(AmxKernels, Fp32LinearOnTilesMatchesReferenceAndIsBatchInvariant) {
         ASSERT_EQ(all[i], one[i]) << format_name(f) << " T=" << T << " i=" << i;
     }
   }
-  set_bf16_amx_allowed(amx_on_by_env());
+  set_amx_use(amx_use_from_env());
+  set_precision(saved);
+}
+
+// Which matrices take the tiles under each AmxUse: by default (wide) only fp32's matrices of at
+// least 2048 columns — a 1056-column one gives the FMA kernels' bits, a 2048-column one the
+// tiles' — and bf16 precision none; K3_AMX=1 (all) both; K3_AMX=0 (off) none.
+TEST(AmxKernels, DefaultUseTakesOnlyFp32sWideMatrices) {
+  if (!bf16_amx_available()) GTEST_SKIP() << "this CPU (or its OS) has no usable AMX-BF16";
+  const Precision saved = active_precision();
+  auto run = [](const Weight& w, const std::vector<float>& x, int64_t T, Precision p, AmxUse use) {
+    set_precision(p);
+    set_amx_use(use);
+    std::vector<float> y(T * w.mat.rows);
+    linear(x.data(), T, w.mat, y.data());
+    return y;
+  };
+  std::mt19937_64 rng(91);
+  const int64_t T = 5;
+  for (int64_t cols : {1056, 2048}) {
+    Weight w = random_weight(rng, 256, cols, MatFormat::mxfp4);
+    const std::vector<float> x = randn(rng, T * cols);
+    const bool wide = cols >= 2048;
+    for (Precision p : {Precision::fp32, Precision::bf16}) {
+      const auto off = run(w, x, T, p, AmxUse::off), all = run(w, x, T, p, AmxUse::all);
+      const auto dflt = run(w, x, T, p, AmxUse::wide);
+      ASSERT_NE(off, all) << "cols=" << cols << ": the tiles sum in another order";
+      EXPECT_EQ(dflt, wide && p == Precision::fp32 ? all : off)
+          << "cols=" << cols << " precision " << precision_name(p);
+    }
+  }
+  set_amx_use(amx_use_from_env());
   set_precision(saved);
 }
 

@@ -30,11 +30,6 @@ namespace {
 
 constexpr double kTol = 1e-6;  // the fp32 linear cases' tolerance
 
-bool amx_on_by_env() {
-  const char* env = std::getenv("K3_AMX");
-  return env != nullptr && std::string(env) == "1";
-}
-
 // Runs body(name) in bf16 precision on every path: each supported ISA, and where vdpbf16ps is
 // available, once with it and once with the fallback, and where AMX is, once on the tiles too.
 // Restores the state after.
@@ -56,7 +51,7 @@ void for_each_bf16_path(const std::function<void(const std::string&)>& body) {
     }
   }
   set_bf16_dot_allowed(true);
-  set_bf16_amx_allowed(amx_on_by_env());
+  set_amx_use(amx_use_from_env());
   set_isa(saved_isa);
   set_precision(saved);
 }
@@ -368,7 +363,7 @@ TEST(AmxKernels, LinearOnTilesMatchesReferenceAndIsBatchInvariant) {
         ASSERT_EQ(all[i], one[i]) << format_name(f) << " T=" << T << " i=" << i;
     }
   }
-  set_bf16_amx_allowed(amx_on_by_env());
+  set_amx_use(amx_use_from_env());
   set_precision(saved);
 }
 

@@ -139,12 +139,14 @@ std::vector<Test> plan_tests(const Args& args) {
   return tests;
 }
 
-// Where the step runs: "cuda", or the CPU's instruction-set path ("avx512", and "avx512+bf16"
-// in bf16 precision, "avx512+bf16+amx" on AMX tiles, "avx512+q8" in q8).
+// Where the step runs: "cuda", or the CPU's instruction-set path ("avx512", "avx512+amx" on
+// AMX tiles, and "avx512+bf16" in bf16 precision, "avx512+bf16+amx" on AMX tiles, "avx512+q8"
+// in q8).
 std::string backend_name() {
   if (default_device() == "cuda") return "cuda";
   const std::string p = cpu_precision_name();
   if (p == "fp32") return cpu_isa_name();
+  if (p.rfind("fp32 (AMX", 0) == 0) return cpu_isa_name() + "+amx";
   if (p.rfind("q8", 0) == 0) return cpu_isa_name() + "+q8";
   return cpu_isa_name() + (p == "bf16 (AMX)" ? "+bf16+amx" : "+bf16");
 }

@@ -202,20 +202,16 @@ int64_t packed_a_size(int64_t rows, int64_t cols) {
 }
 
 void pack_a_row(const uint16_t* row, int64_t j, int64_t cols, uint16_t* a) {
-  const int64_t chunks = cols / kChunk;
-  uint16_t* tile_row = a + (j / kTile) * chunks * kTile * kChunk + (j % kTile) * kChunk;
-  for (int64_t c = 0; c < chunks; ++c) {
-    const __m512i v = _mm512_loadu_si512(row + c * kChunk);
-    _mm512_store_si512(tile_row + c * kTile * kChunk, v);
-  }
+  uint16_t* tile_row = a_row_start(j, cols, a);
+  for (int64_t c = 0; c < cols / kChunk; ++c)
+    _mm512_store_si512(tile_row + c * kAStride, _mm512_loadu_si512(row + c * kChunk));
 }
 
 void zero_a_rows(int64_t j0, int64_t rows, int64_t cols, uint16_t* a) {
   for (int64_t j = j0; j < (rows + kTile - 1) / kTile * kTile; ++j) {
-    const int64_t chunks = cols / kChunk;
-    uint16_t* tile_row = a + (j / kTile) * chunks * kTile * kChunk + (j % kTile) * kChunk;
-    for (int64_t c = 0; c < chunks; ++c)
-      _mm512_store_si512(tile_row + c * kTile * kChunk, _mm512_setzero_si512());
+    uint16_t* tile_row = a_row_start(j, cols, a);
+    for (int64_t c = 0; c < cols / kChunk; ++c)
+      _mm512_store_si512(tile_row + c * kAStride, _mm512_setzero_si512());
   }
 }
 

@@ -110,11 +110,16 @@ struct GroupDecoder {
   }
 };
 
-void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, uint16_t* out) {
+void mxfp4_decode_strided(const uint8_t* packed, const uint8_t* scales, int64_t cols, uint16_t* out,
+                          int64_t group_stride) {
   const GroupDecoder decode;
   for (int64_t g = 0; g < cols / kCols; ++g)
-    _mm512_storeu_si512(reinterpret_cast<void*>(out + g * kCols),
+    _mm512_storeu_si512(reinterpret_cast<void*>(out + g * group_stride),
                         decode(packed + g * 16, scales[g]));
+}
+
+void mxfp4_decode(const uint8_t* packed, const uint8_t* scales, int64_t cols, uint16_t* out) {
+  mxfp4_decode_strided(packed, scales, cols, out, kCols);
 }
 
 // As the fp32 tiles (linear_avx512.cpp): a weight sweep asks for the rows' lines four tiles
@@ -280,6 +285,7 @@ const LinearBf16Kernels kLinearBf16Kernels = {.lanes = kCols,
                                               .round_bf16 = round_bf16,
                                               .split3_bf16 = split3_bf16,
                                               .mxfp4_decode = mxfp4_decode,
+                                              .mxfp4_decode_strided = mxfp4_decode_strided,
                                               .gemv_bf16 = gemv_bf16,
                                               .gemv_mxfp4 = gemv_mxfp4};
 

@@ -4,7 +4,7 @@
 //   native (AVX512_BF16): x as bf16, vdpbf16ps tiles straight from BF16 storage at any T, and
 //     from MXFP4 storage up to mxfp4_direct_max_t tokens; beyond, each block of rows decoded to
 //     bf16 once (exact) and run through the BF16 tiles.
-//   AMX (bf16_amx_native()): the same products on tile registers, at every T
+//   AMX (bf16_amx_native(), K3_AMX=1): the same products on tile registers, at every T
 //     (linear_amx.cpp).
 //   fallback (every other path): x rounded and widened back to fp32, then the fp32 kernels:
 //     a bf16 value times a BF16 or MXFP4 weight is exact in fp32, so each FMA rounds only the
@@ -54,12 +54,23 @@ void linear_bf16_native(const LinearBf16Kernels& k, const uint16_t* xb, int64_t 
 // B-tile order once per call, tasks of kAmxRows weight rows (four A tiles against each B
 // tile); MXFP4 rows decoded to bf16 (exactly) per task first.
 constexpr int64_t kAmxRows = 64;
-// AMX only for matrices this wide and tall (a property of the matrix, not of T, so results stay
-// batch invariant): on small ones the per-call tile set-up and packing cost more than they save.
-constexpr int64_t kAmxMinCols = 1024, kAmxMinRows = 256;
+// The matrices the tiles take (core/precision.h, AmxUse): a property of the matrix, never of
+// T, so results stay batch invariant. On small ones the per-call tile set-up and packing cost
+// more than they save; by default only fp32's wide matrices (K3's widths), where the tiles
+// were measured faster at decode too.
+constexpr int64_t kAmxMinCols = 1024, kAmxWideCols = 2048, kAmxMinRows = 256;
 
-bool amx_worth_it(const Mat& w) {
-  return bf16_amx_native() && w.cols >= kAmxMinCols && w.rows >= kAmxMinRows;
+bool amx_takes(const Mat& w, Precision p) {
+  if (w.rows < kAmxMinRows || w.cols % 32 != 0 || !amx_native()) return false;
+  switch (amx_use()) {
+    case AmxUse::all:
+      return w.cols >= kAmxMinCols;
+    case AmxUse::wide:
+      return p == Precision::fp32 && w.cols >= kAmxWideCols;
+    case AmxUse::off:
+      break;
+  }
+  return false;
 }
 
 void linear_bf16_amx(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, const Mat& w,
@@ -85,15 +96,14 @@ void linear_bf16_amx(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, 
     uint16_t* a =
         thread_scratch<uint16_t, struct LinearAmxATag>(amx::packed_a_size(kAmxRows, cols) + 32);
     a = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(a) + 63) & ~uintptr_t{63});
-    uint16_t* row = thread_scratch<uint16_t, struct LinearAmxRowTag>(cols);
     const uint8_t* packed = static_cast<const uint8_t*>(w.data);
     for (int64_t j = 0; j < nr; ++j) {
       const int64_t r = r0 + j;
       if (w.format == MatFormat::bf16) {
         amx::pack_a_row(static_cast<const uint16_t*>(w.data) + r * cols, j, cols, a);
       } else {
-        k.mxfp4_decode(packed + r * (cols / 2), w.scales + r * (cols / 32), cols, row);
-        amx::pack_a_row(row, j, cols, a);
+        k.mxfp4_decode_strided(packed + r * (cols / 2), w.scales + r * (cols / 32), cols,
+                               amx::a_row_start(j, cols, a), amx::kAStride);
       }
     }
     amx::zero_a_rows(nr, nr, cols, a);
@@ -107,8 +117,7 @@ void linear_bf16_amx(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, 
 // tile product (each product exact, fp32 accumulation in column order), then y = (hi·w +
 // mid·w) + lo·w. Every token takes the same steps whatever the batch: batch invariant.
 bool linear_fp32_amx(const float* x, int64_t T, const Mat& w, float* y) {
-  if (w.format == MatFormat::f32 || w.keep_fp32 || w.cols % 32 != 0 || !amx_worth_it(w))
-    return false;
+  if (w.format == MatFormat::f32 || w.keep_fp32 || !amx_takes(w, Precision::fp32)) return false;
   const LinearBf16Kernels& k = avx512bf16::kLinearBf16Kernels;
   const int64_t cols = w.cols, rows = w.rows;
   uint16_t* xs = thread_scratch<uint16_t, struct LinearAmx3XTag>(3 * T * cols);  // [3T, cols]
@@ -141,7 +150,7 @@ void linear_bf16(const float* x, int64_t T, const Mat& w, float* y) {
     parallel_for((n + kChunk - 1) / kChunk, n > 2 * kChunk, [&](int64_t c) {
       k.round_bf16(x + c * kChunk, std::min(kChunk, n - c * kChunk), xb + c * kChunk);
     });
-    if (amx_worth_it(w)) {
+    if (amx_takes(w, Precision::bf16)) {
       linear_bf16_amx(k, xb, T, w, y);
     } else {
       linear_bf16_native(k, xb, T, w, y);

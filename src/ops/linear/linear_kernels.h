@@ -68,6 +68,9 @@ struct LinearBf16Kernels {
   void (*split3_bf16)(const float* x, int64_t n, uint16_t* hi, uint16_t* mid, uint16_t* lo);
   // out[cols] = one MXFP4 row as bf16 (exact: E2M1 times a power of two fits bf16).
   void (*mxfp4_decode)(const uint8_t* packed, const uint8_t* scales, int64_t cols, uint16_t* out);
+  // The same with each 32-value group at out + g * group_stride (a row of AMX A tiles).
+  void (*mxfp4_decode_strided)(const uint8_t* packed, const uint8_t* scales, int64_t cols,
+                               uint16_t* out, int64_t group_stride);
   // y[t, r] for t < T, r in [r0, r0+nr) from BF16 rows w [rows, cols]; any T.
   void (*gemv_bf16)(const uint16_t* x, int64_t T, const uint16_t* w, int64_t cols, int64_t r0,
                     int64_t nr, float* y, int64_t ldy);
@@ -131,8 +134,13 @@ void gemv_bf16(const uint16_t* xp, int64_t T, const uint16_t* w, int64_t cols, i
                int64_t nr, float* y, int64_t ldy);
 // Weights as A tiles of contiguous kilobytes: a [rows/16 (rounded up)][cols/32][16][32] bf16,
 // 64-byte aligned; packed_a_size elements. pack_a_row puts row j (cols bf16 values) in place;
-// zero_a_rows clears rows j0 .. the end of the last tile (a tail tile's padding).
+// zero_a_rows clears rows j0 .. the end of the last tile (a tail tile's padding). Row j's
+// chunk c starts at a_row_start(j, cols) + c * kAStride (an MXFP4 decode writes it in place).
+constexpr int64_t kAStride = 16 * 32;
 int64_t packed_a_size(int64_t rows, int64_t cols);
+inline uint16_t* a_row_start(int64_t j, int64_t cols, uint16_t* a) {
+  return a + (j / 16) * (cols / 32) * kAStride + (j % 16) * 32;
+}
 void pack_a_row(const uint16_t* row, int64_t j, int64_t cols, uint16_t* a);
 void zero_a_rows(int64_t j0, int64_t rows, int64_t cols, uint16_t* a);
 // y[t, j] for t < T, j < nr from the packed weights and packed x: the same sums as gemv_bf16.
