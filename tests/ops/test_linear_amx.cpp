@@ -16,6 +16,7 @@
 #include "ops/harness.h"
 #include "ops/linear/linear.h"
 #include "ops/linear/linear_kernels.h"
+#include "ops/linear_checks.h"
 #include "ops/random_weight.h"
 
 namespace k3::test {
@@ -162,12 +163,7 @@ TEST(AmxKernels, Fp32LinearOnTilesMatchesReferenceAndIsBatchInvariant) {
     // The tolerance would pass two parts too (x to 2^-17: measured 5e-7 here): as accurate as
     // the FMA kernels (3e-8 both) is what says the third part is there.
     EXPECT_LE(error, 2 * fma_error + 1e-9) << format_name(f) << " FMA kernels: " << fma_error;
-    for (int64_t T : {2, 5, 6, 16, 17, 33, 70}) {
-      std::vector<float> all(T * rows);
-      linear(x.data(), T, w.mat, all.data());
-      for (int64_t i = 0; i < T * rows; ++i)
-        ASSERT_EQ(all[i], one[i]) << format_name(f) << " T=" << T << " i=" << i;
-    }
+    expect_batch_invariant(x, w.mat, one, {2, 5, 6, 16, 17, 33, 70}, format_name(f));
   }
   set_amx_use(amx_use_from_env());
   set_precision(saved);
