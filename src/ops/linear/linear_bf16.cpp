@@ -81,8 +81,8 @@ void linear_bf16_amx(const LinearBf16Kernels& k, const uint16_t* xb, int64_t T, 
   parallel_for(n_token_tiles, T * cols > 65536, [&](int64_t b) {
     amx::pack_x(xb + b * 16 * cols, std::min<int64_t>(16, T - b * 16), cols, xp + b * 16 * cols);
   });
-  // Decode-size calls in tasks of kGemvRows rows as on the vdpbf16ps path (more tasks than
-  // threads), larger ones in kAmxRows: four weight tiles against each token tile.
+  // Decode-size BF16 calls in tasks of kGemvRows rows as on the vdpbf16ps path (more tasks
+  // than threads), the rest in kAmxRows: four weight tiles against each token tile.
   const int64_t task_rows = T <= 16 && w.format == MatFormat::bf16 ? kGemvRows : kAmxRows;
   const int64_t n_tasks = (w.rows + task_rows - 1) / task_rows;
   parallel_for(n_tasks, gemv_worth_splitting(T, w), [&](int64_t task) {
@@ -120,18 +120,28 @@ bool linear_fp32_amx(const float* x, int64_t T, const Mat& w, float* y) {
   if (w.format == MatFormat::f32 || w.keep_fp32 || !amx_takes(w, Precision::fp32)) return false;
   const LinearBf16Kernels& k = avx512bf16::kLinearBf16Kernels;
   const int64_t cols = w.cols, rows = w.rows;
-  uint16_t* xs = thread_scratch<uint16_t, struct LinearAmx3XTag>(3 * T * cols);  // [3T, cols]
-  parallel_for(T, T * cols > 65536, [&](int64_t t) {  // row 3t + p: part p of x[t]
-    uint16_t* parts = xs + 3 * t * cols;
-    k.split3_bf16(x + t * cols, cols, parts, parts + cols, parts + 2 * cols);
-  });
-  float* y3 = thread_scratch<float, struct LinearAmx3YTag>(3 * T * rows);  // [3T, rows]
-  linear_bf16_amx(k, xs, 3 * T, w, y3);
-  parallel_for(T, T * rows > 65536, [&](int64_t t) {
-    const float* part = y3 + 3 * t * rows;
-    for (int64_t r = 0; r < rows; ++r)
-      y[t * rows + r] = (part[r] + part[rows + r]) + part[2 * rows + r];
-  });
+  // The three partial outputs of a block of tokens are held at once: blocks small enough for
+  // ~64 MB of them (a 163840-row LM head over every position of a 512-token window would want
+  // 1 GB). A token's sums do not depend on its block.
+  constexpr int64_t kPartsBytes = int64_t{64} << 20;
+  const int64_t block = std::max<int64_t>(16, std::min(T, kPartsBytes / (12 * rows)));
+  uint16_t* xs = thread_scratch<uint16_t, struct LinearAmx3XTag>(3 * block * cols);  // [3Tb, cols]
+  float* y3 = thread_scratch<float, struct LinearAmx3YTag>(3 * block * rows);        // [3Tb, rows]
+  for (int64_t t0 = 0; t0 < T; t0 += block) {
+    const int64_t tb = std::min(block, T - t0);
+    const float* xb = x + t0 * cols;
+    float* yb = y + t0 * rows;
+    parallel_for(tb, tb * cols > 65536, [&](int64_t t) {  // row 3t + p: part p of x[t]
+      uint16_t* parts = xs + 3 * t * cols;
+      k.split3_bf16(xb + t * cols, cols, parts, parts + cols, parts + 2 * cols);
+    });
+    linear_bf16_amx(k, xs, 3 * tb, w, y3);
+    parallel_for(tb, tb * rows > 65536, [&](int64_t t) {
+      const float* part = y3 + 3 * t * rows;
+      for (int64_t r = 0; r < rows; ++r)
+        yb[t * rows + r] = (part[r] + part[rows + r]) + part[2 * rows + r];
+    });
+  }
   return true;
 }
 
