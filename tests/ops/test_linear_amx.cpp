@@ -24,29 +24,6 @@ namespace {
 
 constexpr double kTol = 1e-6;  // the fp32 linear cases' tolerance
 
-const char* format_name(MatFormat f) { return f == MatFormat::bf16 ? "bf16" : "mxfp4"; }
-
-// Plain double y = x·Wᵀ and the scale max Σ|x·w| of the fp32 cases.
-std::vector<double> reference(const std::vector<float>& x, int64_t T, const Mat& w, double* scale) {
-  std::vector<double> y(T * w.rows, 0.0);
-  std::vector<float> row(w.cols);
-  *scale = 0;
-  for (int64_t r = 0; r < w.rows; ++r) {
-    mat_row(w, r, row.data());
-    for (int64_t t = 0; t < T; ++t) {
-      double acc = 0, mag = 0;
-      for (int64_t i = 0; i < w.cols; ++i) {
-        const double p = double(x[t * w.cols + i]) * row[i];
-        acc += p;
-        mag += std::fabs(p);
-      }
-      y[t * w.rows + r] = acc;
-      *scale = std::max(*scale, mag);
-    }
-  }
-  return y;
-}
-
 // hi + mid + lo gives x back to within 2^-26 |x| (each part the nearest bf16 to what the parts
 // before left), at every length around the 16-lane steps, on values of every magnitude.
 TEST(AmxKernels, SplitIntoThreeBf16PartsKeepsFp32Precision) {
@@ -94,14 +71,7 @@ TEST(AmxKernels, StridedMxfp4DecodeEqualsTheContiguousOne) {
 TEST(AmxKernels, PackedTilesEqualTheStridedOnes) {
   if (!bf16_amx_available()) GTEST_SKIP() << "this CPU (or its OS) has no usable AMX-BF16";
   const LinearBf16Kernels& k = avx512bf16::kLinearBf16Kernels;
-  for (auto [nr, cols] : {std::pair<int64_t, int64_t>{1, 32},
-                          {15, 64},
-                          {16, 96},
-                          {17, 32},
-                          {33, 160},
-                          {48, 64},
-                          {64, 256},
-                          {50, 1024}}) {
+  for (auto [nr, cols] : kAmxTaskShapes) {
     for (int64_t T : {1, 2, 15, 16, 17, 48, 50}) {
       const int64_t ldy = nr + 3;
       std::mt19937_64 rng(43 + T * 131 + nr * 7 + cols);
@@ -139,8 +109,9 @@ TEST(AmxKernels, Fp32LinearOnTilesMatchesReferenceAndIsBatchInvariant) {
     std::mt19937_64 rng(77 + static_cast<int>(f));
     Weight w = random_weight(rng, rows, cols, f);
     const std::vector<float> x = randn(rng, most * cols);
-    double scale = 0;
-    const std::vector<double> want = reference(x, most, w.mat, &scale);
+    const Ref ref = reference_linear(x, most, w.mat, /*round_x=*/false);
+    const std::vector<double>& want = ref.y;
+    const double scale = ref.scale;
 
     set_precision(Precision::bf16);  // the shape is hard enough that bf16 rounding shows
     set_bf16_amx_allowed(true);

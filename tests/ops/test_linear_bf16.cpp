@@ -57,34 +57,9 @@ void for_each_bf16_path(const std::function<void(const std::string&)>& body) {
   set_precision(saved);
 }
 
-struct Ref {
-  std::vector<double> y;  // [T, rows]
-  double scale = 0;       // max over outputs of Σ|x_i·w_i|
-};
-
-// Plain double linear on the bf16-rounded x, never optimised.
+// Plain double linear on the bf16-rounded x.
 Ref reference_bf16(const std::vector<float>& x, int64_t T, const Mat& w) {
-  Ref ref;
-  ref.y.assign(T * w.rows, 0.0);
-  std::vector<float> row(w.cols);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    mat_row(w, r, row.data());
-    for (int64_t t = 0; t < T; ++t) {
-      double acc = 0, mag = 0;
-      for (int64_t i = 0; i < w.cols; ++i) {
-        const double p = double(bf16_to_f32(f32_to_bf16(x[t * w.cols + i]))) * row[i];
-        acc += p;
-        mag += std::fabs(p);
-      }
-      ref.y[t * w.rows + r] = acc;
-      ref.scale = std::max(ref.scale, mag);
-    }
-  }
-  return ref;
-}
-
-const char* format_name(MatFormat f) {
-  return f == MatFormat::bf16 ? "bf16" : f == MatFormat::f32 ? "f32" : "mxfp4";
+  return reference_linear(x, T, w, /*round_x=*/true);
 }
 
 // T = 1, 2: decode; 3..7: tiles with tails (MXFP4 straight from storage); 8+: MXFP4 row blocks
@@ -306,14 +281,7 @@ TEST_F(Bf16Kernels, TilesAtRowOffsetsWriteOnlyTheirRows) {
 TEST(AmxKernels, TilesMatchTheReferenceAndWriteOnlyTheirRows) {
   if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or its OS) has no usable AMX-BF16";
   const LinearBf16Kernels& k = avx512bf16::kLinearBf16Kernels;
-  for (auto [nr, cols] : {std::pair<int64_t, int64_t>{1, 32},
-                          {15, 64},
-                          {16, 96},
-                          {17, 32},
-                          {33, 160},
-                          {48, 64},
-                          {64, 256},
-                          {70, 1024}}) {
+  for (auto [nr, cols] : kAmxTaskShapes) {
     for (int64_t T : {1, 2, 15, 16, 17, 33}) {
       const int64_t r0 = 5, rows = r0 + nr + 2, ldy = rows + 3;
       std::mt19937_64 rng(41 + T * 131 + nr * 7 + cols);
